@@ -1,0 +1,70 @@
+"""kafkastore: Apache Kafka's local log storage, byte-compatible, for Python.
+
+The public API is re-exported here; see the documentation for the layers
+(records, indexes, segments, logs, retention, compaction). Importing this
+package imports numpy and the codec packages, never pyspark.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from kafkastore import errors
+from kafkastore._kernels import BACKEND
+from kafkastore.errors import (
+    CorruptRecordError,
+    InvalidCrcError,
+    KafkaStoreError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
+from kafkastore.records import (
+    BatchScan,
+    ControlRecord,
+    LegacyRecordBatch,
+    Record,
+    RecordBatch,
+    RecordColumns,
+    decode_columns,
+    encode_batch,
+    encode_control_batch,
+    iter_batches,
+    iter_records,
+    parse_control_record,
+    read_batch,
+    scan_batches,
+)
+from kafkastore.types import CompressionType, ControlRecordType, TimestampType
+
+try:
+    __version__ = version("kafkastore")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "BACKEND",
+    "BatchScan",
+    "CompressionType",
+    "ControlRecord",
+    "ControlRecordType",
+    "CorruptRecordError",
+    "InvalidCrcError",
+    "KafkaStoreError",
+    "LegacyRecordBatch",
+    "Record",
+    "RecordBatch",
+    "RecordColumns",
+    "RecordTooLargeError",
+    "TimestampType",
+    "UnsupportedCompressionError",
+    "decode_columns",
+    "encode_batch",
+    "encode_control_batch",
+    "errors",
+    "iter_batches",
+    "iter_records",
+    "parse_control_record",
+    "read_batch",
+    "scan_batches",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""Compiled Cython kernels (private): import them through kafkastore._kernels."""

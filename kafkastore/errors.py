@@ -1,0 +1,147 @@
+"""Exceptions raised by kafkastore.
+
+Every exception derives from :class:`KafkaStoreError`. Where the meaning fits,
+an exception also derives from a builtin (``ValueError``), so code that already
+catches the builtin keeps working. This module is a leaf: it imports nothing
+from the package, so every layer, including the compiled kernels, may raise
+from it.
+
+Errors about bytes carry where the bad bytes are: ``position`` (byte position
+of the entry in the buffer or file that was being read), ``offset`` (the Kafka
+offset, when known) and ``path`` (the file, when the reader knows it). Upper
+layers fill ``path`` in with :meth:`KafkaStoreError.with_context` as the error
+passes through them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "KafkaStoreError",
+    "CorruptRecordError",
+    "InvalidCrcError",
+    "UnsupportedCompressionError",
+    "RecordTooLargeError",
+]
+
+
+class KafkaStoreError(Exception):
+    """Root of every kafkastore exception.
+
+    Parameters
+    ----------
+    message:
+        What went wrong, in words.
+    position:
+        Byte position of the offending entry in the buffer or file, if known.
+    offset:
+        Kafka offset of the offending entry, if known.
+    path:
+        File being read, if known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        position: int | None = None,
+        offset: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.position = position
+        self.offset = offset
+        self.path = path
+
+    def with_context(
+        self,
+        *,
+        path: str | None = None,
+        position_base: int = 0,
+    ) -> KafkaStoreError:
+        """Add the file path and shift ``position`` by ``position_base``.
+
+        Used by layers that read a window of a file into a buffer: the kernel
+        reports positions relative to the buffer, the caller knows where the
+        buffer started. Returns ``self`` so it can be used in ``raise``.
+        """
+        if path is not None and self.path is None:
+            self.path = path
+        if position_base and self.position is not None:
+            self.position += position_base
+        return self
+
+    def __str__(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"path={self.path}")
+        if self.position is not None:
+            where.append(f"position={self.position}")
+        if self.offset is not None:
+            where.append(f"offset={self.offset}")
+        if not where:
+            return self.message
+        return f"{self.message} ({', '.join(where)})"
+
+    def __reduce__(self):  # keep the context across pickling (Spark workers)
+        return (
+            _rebuild,
+            (type(self), self.message, self.position, self.offset, self.path,
+             self.__dict__),
+        )
+
+
+def _rebuild(cls, message, position, offset, path, state):
+    err = cls.__new__(cls)
+    KafkaStoreError.__init__(err, message, position=position, offset=offset, path=path)
+    err.__dict__.update(state)
+    return err
+
+
+class CorruptRecordError(KafkaStoreError, ValueError):
+    """Bytes that should hold records do not parse.
+
+    Raised for a size field smaller than the minimum entry, a batch that
+    claims more bytes than the buffer holds where a whole batch is required,
+    a malformed or overlong varint, a record whose declared length disagrees
+    with its content, a negative record or header count, an unknown magic
+    byte, a compressed stream that does not decompress, and a legacy wrapper
+    whose inner messages break the format's rules. Kafka's
+    ``CorruptRecordException`` and ``InvalidRecordException`` both map here.
+    """
+
+
+class InvalidCrcError(CorruptRecordError):
+    """A stored checksum does not match the bytes it covers.
+
+    CRC-32C over bytes ``[21, end)`` for magic 2 batches, CRC-32 over
+    ``[magic, end)`` for magic 0/1 messages. ``stored`` and ``computed`` hold
+    both values as unsigned 32-bit integers.
+    """
+
+    def __init__(self, message: str, *, stored: int = 0, computed: int = 0, **kw) -> None:
+        super().__init__(message, **kw)
+        self.stored = stored
+        self.computed = computed
+
+
+class UnsupportedCompressionError(KafkaStoreError, ValueError):
+    """A compression codec id is unknown (5-7), or not allowed for the magic.
+
+    zstd (id 4) exists only for magic 2; magic 0/1 messages that claim it are
+    rejected, as Kafka rejects them.
+    """
+
+
+class RecordTooLargeError(KafkaStoreError, ValueError):
+    """Data would exceed a configured size limit.
+
+    Raised when a compressed batch would decompress past
+    ``max_decompressed_bytes`` (the defence against compression bombs), and
+    when a batch to be written would not fit Kafka's int32 size fields.
+    ``limit`` holds the limit that was hit.
+    """
+
+    def __init__(self, message: str, *, limit: int = 0, **kw) -> None:
+        super().__init__(message, **kw)
+        self.limit = limit

@@ -1,0 +1,529 @@
+"""Kafka's record formats: read, scan, decode to columns, and write.
+
+This is kafkastore's format layer, the counterpart of Kafka's
+``org.apache.kafka.common.record``. It knows bytes, not files: every function
+takes a bytes-like buffer holding entries back to back, exactly as they sit
+in a ``.log`` segment or a fetch response.
+
+Reading
+    :func:`iter_batches` yields one batch object per entry, of any magic
+    (:class:`RecordBatch` for magic 2, :class:`LegacyRecordBatch` for magic
+    0 and 1); iterating a batch yields :class:`Record` objects.
+    :func:`iter_records` flattens that. :func:`scan_batches` reads only the
+    headers, for recovery and index building. :func:`decode_columns` decodes
+    records straight into numpy arrays, the fast path for analytics.
+
+Writing
+    :func:`encode_batch` builds one batch (any magic, any codec) from
+    ``(key, value[, timestamp[, headers]])`` tuples or record-like objects;
+    :func:`encode_control_batch` builds a transaction marker.
+
+Untrusted input raises :class:`~kafkastore.errors.CorruptRecordError` (or a
+subclass) with the entry's byte position; a compressed payload can never
+inflate past ``max_decompressed_bytes``
+(:class:`~kafkastore.errors.RecordTooLargeError`).
+
+The heavy lifting is done by the ``record_batch`` kernel, compiled or pure
+Python as :data:`kafkastore._kernels.BACKEND` says; this module adds the
+user-facing defaults, the codecs and the legacy writer.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple, Union
+
+import numpy as np
+
+from kafkastore import compression as _compression
+from kafkastore._kernels import record_batch as _rb
+from kafkastore._kernels import varint as _varint
+from kafkastore.errors import CorruptRecordError
+from kafkastore.types import CompressionType, ControlRecordType, TimestampType
+
+__all__ = [
+    "Record",
+    "RecordBatch",
+    "LegacyRecordBatch",
+    "Batch",
+    "BatchScan",
+    "RecordColumns",
+    "ControlRecord",
+    "CompressionType",
+    "TimestampType",
+    "ControlRecordType",
+    "iter_batches",
+    "iter_records",
+    "read_batch",
+    "scan_batches",
+    "decode_columns",
+    "encode_batch",
+    "encode_control_batch",
+    "parse_control_record",
+    "encode_varint",
+    "encode_varlong",
+    "decode_varint",
+    "decode_varlong",
+    "size_of_varint",
+    "size_of_varlong",
+    "LOG_OVERHEAD",
+    "RECORD_BATCH_OVERHEAD",
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "NO_TIMESTAMP",
+]
+
+#: Bytes before every entry: offset (int64) and size (int32).
+LOG_OVERHEAD = 12
+#: Size of a RecordBatch v2 header, the records section starts here.
+RECORD_BATCH_OVERHEAD = 61
+#: Kafka's "no timestamp" value.
+NO_TIMESTAMP = -1
+#: Default bound on what one compressed payload may inflate to (128 MiB),
+#: far above Kafka's default ``max.message.bytes`` of 1 MiB.
+DEFAULT_MAX_DECOMPRESSED_BYTES = _compression.DEFAULT_MAX_DECOMPRESSED_BYTES
+
+Record = _rb.Record
+RecordBatch = _rb.RecordBatch
+LegacyRecordBatch = _rb.LegacyRecordBatch
+BatchScan = _rb.BatchScan
+#: Either kind of batch object.
+Batch = Union[RecordBatch, LegacyRecordBatch]
+
+encode_varint = _varint.encode_varint
+encode_varlong = _varint.encode_varlong
+decode_varint = _varint.decode_varint
+decode_varlong = _varint.decode_varlong
+size_of_varint = _varint.size_of_varint
+size_of_varlong = _varint.size_of_varlong
+
+
+def _decompress(codec: int, data, max_size: int, magic: int) -> bytes:
+    return _compression.decompress(codec, data, max_size=max_size, magic=magic)
+
+
+_rb.set_decompressor(_decompress)
+
+
+# -- reading --------------------------------------------------------------------
+
+
+def iter_batches(
+    buffer,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    validate: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Iterator[Batch]:
+    """Yield each entry of ``buffer[start:end]`` as a batch object.
+
+    Parameters
+    ----------
+    buffer:
+        Any bytes-like object (bytes, bytearray, memoryview, mmap, numpy
+        uint8 array). Batches keep zero-copy views into it.
+    start, end:
+        Byte range to walk; ``end`` defaults to the end of the buffer.
+    validate:
+        Check each batch's CRC before yielding it (CRC-32C for magic 2,
+        CRC-32 for magic 0/1) and raise :class:`~kafkastore.errors.InvalidCrcError`
+        on a mismatch. Tools that must show corrupt batches pass False.
+    max_decompressed_bytes:
+        Bound on what one compressed payload may inflate to.
+
+    As Kafka's ``FileLogInputStream`` does, a partial entry at the end (what
+    a crash mid-write leaves) ends the iteration silently; use
+    :func:`scan_batches` to learn whether one was there. An entry whose size
+    field is below 14 bytes or whose magic is not 0-2 raises
+    :class:`~kafkastore.errors.CorruptRecordError`.
+    """
+    return _rb.iter_batches(buffer, start, end, validate=validate,
+                            max_decompressed_bytes=max_decompressed_bytes)
+
+
+def read_batch(buffer, position: int = 0, *,
+               max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Batch:
+    """The single entry at ``position`` (no CRC check; call ``validate()``)."""
+    return _rb.read_batch(buffer, position, max_decompressed_bytes=max_decompressed_bytes)
+
+
+def iter_records(
+    buffer,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    validate: bool = True,
+    include_control: bool = False,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Iterator[Record]:
+    """Yield every record of every batch, as a consumer would see them.
+
+    Control batches (transaction markers) are skipped unless
+    ``include_control``, as Kafka consumers skip them.
+    """
+    for batch in iter_batches(buffer, start, end, validate=validate,
+                              max_decompressed_bytes=max_decompressed_bytes):
+        if batch.is_control and not include_control:
+            continue
+        yield from batch
+
+
+def scan_batches(buffer, start: int = 0, end: int | None = None, *,
+                 validate: bool = True) -> BatchScan:
+    """Read only the entry headers of ``buffer[start:end]``; see :class:`BatchScan`.
+
+    Never raises for bad bytes: the scan stops at the first incomplete entry
+    (``error`` None) or corrupt one (``error`` holds the exception), and
+    ``valid_bytes`` says how far the good entries reach. This is the walk
+    that recovery truncates by and that index building uses.
+    """
+    return _rb.scan_batches(buffer, start, end, validate=validate)
+
+
+class RecordColumns:
+    """Records decoded into numpy arrays, one row per record.
+
+    Attributes
+    ----------
+    offset, timestamp : numpy.ndarray of int64
+    timestamp_type : numpy.ndarray of int8
+        :class:`TimestampType` values.
+    key_offsets, value_offsets : numpy.ndarray of int64
+        ``n + 1`` Arrow-style offsets: record ``i``'s key is
+        ``key_data[key_offsets[i]:key_offsets[i + 1]]``.
+    key_data, value_data : numpy.ndarray of uint8
+        All keys (values) back to back.
+    key_null, value_null : numpy.ndarray of bool
+        True where the key (value) is null; its span is then empty.
+    header_count : numpy.ndarray of int32
+    """
+
+    __slots__ = (
+        "offset", "timestamp", "timestamp_type", "key_offsets", "key_data", "key_null",
+        "value_offsets", "value_data", "value_null", "header_count",
+    )
+
+    def __init__(self, columns: dict[str, np.ndarray]) -> None:
+        for name in self.__slots__:
+            setattr(self, name, columns[name])
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def key(self, i: int) -> bytes | None:
+        """Record ``i``'s key as bytes (None when null)."""
+        return self._item(self.key_data, self.key_offsets, self.key_null, i)
+
+    def value(self, i: int) -> bytes | None:
+        """Record ``i``'s value as bytes (None when null)."""
+        return self._item(self.value_data, self.value_offsets, self.value_null, i)
+
+    @staticmethod
+    def _item(data, offsets, null, i):
+        if null[i]:
+            return None
+        return data[offsets[i]:offsets[i + 1]].tobytes()
+
+    def to_arrow(self) -> Any:
+        """A ``pyarrow.Table`` (large_binary key/value), zero-copy where Arrow allows.
+
+        Needs the ``spark`` extra (pyarrow).
+        """
+        import pyarrow as pa
+
+        n = len(self)
+
+        def binary(data, offsets, null):
+            validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+            return pa.LargeBinaryArray.from_buffers(
+                pa.large_binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                null_count=int(null.sum()))
+
+        return pa.table({
+            "offset": self.offset,
+            "timestamp": self.timestamp,
+            "timestamp_type": self.timestamp_type,
+            "key": binary(self.key_data, self.key_offsets, self.key_null),
+            "value": binary(self.value_data, self.value_offsets, self.value_null),
+            "header_count": self.header_count,
+        })
+
+    def __repr__(self) -> str:
+        return f"RecordColumns(records={len(self)})"
+
+
+def decode_columns(
+    buffer,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    validate: bool = True,
+    include_control: bool = False,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> RecordColumns:
+    """Decode every record of ``buffer[start:end]`` into :class:`RecordColumns`.
+
+    No Python object is made per record on the compiled backend. Walking,
+    CRC checks and errors are those of :func:`iter_batches`; control batches
+    are skipped unless ``include_control``.
+    """
+    return RecordColumns(_rb.decode_columns(
+        buffer, start, end, validate=validate, include_control=include_control,
+        max_decompressed_bytes=max_decompressed_bytes))
+
+
+# -- control records --------------------------------------------------------------
+
+
+class ControlRecord(NamedTuple):
+    """A decoded control record (Kafka's ``ControlRecordType`` + ``EndTransactionMarker``).
+
+    ``coordinator_epoch`` is set for ABORT and COMMIT markers only.
+    """
+
+    type: ControlRecordType
+    version: int
+    coordinator_epoch: int | None
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_TXN_MARKER = struct.Struct(">hi")  # version, coordinatorEpoch
+
+
+def parse_control_record(record: Record) -> ControlRecord:
+    """Decode the key (and, for transaction markers, the value) of a control record.
+
+    Raises :class:`~kafkastore.errors.CorruptRecordError` for a key shorter
+    than 4 bytes, a negative key version, or a marker value shorter than
+    6 bytes or with a negative version, as Kafka does. Unknown types map to
+    :attr:`ControlRecordType.UNKNOWN`.
+    """
+    key = record.key
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("Invalid control record key: fewer than 4 bytes",
+                                 offset=record.offset)
+    version, type_id = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(f"Invalid version found for control record: {version}",
+                                 offset=record.offset)
+    try:
+        ctype = ControlRecordType(type_id)
+    except ValueError:
+        ctype = ControlRecordType.UNKNOWN
+    epoch = None
+    if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        value = record.value
+        if value is None or len(value) < 6:
+            raise CorruptRecordError("Invalid transaction marker value: fewer than 6 bytes",
+                                     offset=record.offset)
+        marker_version, epoch = _TXN_MARKER.unpack_from(value)
+        if marker_version < 0:
+            raise CorruptRecordError(
+                f"Invalid version found for end transaction marker: {marker_version}",
+                offset=record.offset)
+    return ControlRecord(ctype, version, epoch)
+
+
+# -- writing ----------------------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def encode_batch(
+    records: Iterable[Any],
+    *,
+    magic: int = 2,
+    base_offset: int = 0,
+    compression: CompressionType | int | str | None = CompressionType.NONE,
+    compression_level: int | None = None,
+    timestamp_type: TimestampType | int = TimestampType.CREATE_TIME,
+    timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    offsets: Iterable[int] | None = None,
+    last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """Encode records into one batch (magic 2) or message set (magic 0/1).
+
+    Parameters
+    ----------
+    records:
+        ``(key, value)``, ``(key, value, timestamp)`` or
+        ``(key, value, timestamp, headers)`` tuples, or objects with ``key``
+        and ``value`` (and optionally ``timestamp`` and ``headers``)
+        attributes, such as decoded :class:`Record` objects. Keys and values
+        are bytes-like or None; headers are ``(str | bytes, bytes | None)``
+        pairs; a timestamp is epoch milliseconds or None.
+    magic:
+        2 (RecordBatch v2, the default) or 0/1 (legacy messages; no
+        headers, no producer state; zstd not allowed).
+    base_offset:
+        Offset of the first record. The offsets a broker assigns on append
+        overwrite it.
+    compression, compression_level:
+        Codec (enum, id or name such as ``"lz4"``) and Kafka level; see
+        :mod:`kafkastore.compression`.
+    timestamp_type:
+        CreateTime (default) or LogAppendTime. For LogAppendTime the batch's
+        maxTimestamp is ``max_timestamp`` (default: now) and every reader
+        reports it as each record's timestamp.
+    timestamp:
+        Timestamp for records that carry none (default: now).
+    max_timestamp:
+        Override the computed maxTimestamp.
+    partition_leader_epoch, is_transactional, is_control, producer_id, \
+producer_epoch, base_sequence:
+        Header fields, written as given.
+    offsets, last_offset_delta:
+        Absolute offset per record and an explicit lastOffsetDelta, to
+        write batches with gaps as the log cleaner leaves them.
+    delete_horizon_ms:
+        Set attribute bit 6 and store the horizon as baseTimestamp (what the
+        cleaner does to batches holding tombstones).
+
+    Returns
+    -------
+    bytes
+        One complete entry (magic 2) or a message set (magic 0/1).
+    """
+    codec = CompressionType.parse(compression)
+    _compression.validate_level(codec, compression_level)
+    ts_type = TimestampType(timestamp_type)
+    if ts_type == TimestampType.NO_TIMESTAMP_TYPE:
+        raise ValueError("a batch's timestamp type is CreateTime or LogAppendTime")
+    if timestamp is None:
+        timestamp = _now_ms()
+    if ts_type == TimestampType.LOG_APPEND_TIME and max_timestamp is None:
+        max_timestamp = timestamp
+    if magic in (0, 1):
+        return _encode_legacy(records, magic, base_offset, codec, compression_level, ts_type,
+                              timestamp, max_timestamp, offsets, is_transactional, is_control,
+                              producer_id, delete_horizon_ms)
+    if magic != 2:
+        raise ValueError(f"magic must be 0, 1 or 2, not {magic}")
+    attributes = int(codec) | (int(ts_type) << 3)
+    if is_transactional:
+        attributes |= 0x10
+    if is_control:
+        attributes |= 0x20
+    compress = None
+    if codec != CompressionType.NONE:
+        def compress(view, _codec=int(codec), _level=compression_level):
+            return _compression.compress(_codec, view, _level, magic=2)
+    return _rb.encode_batch_v2(
+        records, base_offset, partition_leader_epoch, attributes, producer_id,
+        producer_epoch, base_sequence, timestamp, max_timestamp, last_offset_delta,
+        offsets, delete_horizon_ms, compress)
+
+
+def encode_control_batch(
+    control_type: ControlRecordType | int,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    timestamp: int | None = None,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Encode a transaction marker batch (COMMIT or ABORT), as a coordinator writes it.
+
+    The batch is transactional and control, uncompressed, CreateTime, with
+    base sequence -1 and one record: key ``(version 0, type)``, value
+    ``(version 0, coordinator_epoch)``.
+    """
+    ctype = ControlRecordType(control_type)
+    if ctype not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        raise ValueError("only ABORT and COMMIT markers are written by encode_control_batch")
+    key = _CONTROL_KEY.pack(0, int(ctype))
+    value = _TXN_MARKER.pack(0, coordinator_epoch)
+    return encode_batch([(key, value)], base_offset=base_offset, timestamp=timestamp,
+                        partition_leader_epoch=partition_leader_epoch, is_transactional=True,
+                        is_control=True, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=-1)
+
+
+# -- legacy writer (magic 0 and 1) ---------------------------------------------------
+
+_ENTRY = struct.Struct(">qi")
+
+
+def _legacy_message(magic: int, attributes: int, timestamp: int, key, value) -> bytes:
+    """One message body (after offset and size), CRC-32 included."""
+    body = bytearray()
+    body += bytes((magic, attributes))
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    for part in (key, value):
+        if part is None:
+            body += b"\xff\xff\xff\xff"
+        else:
+            body += struct.pack(">i", len(part))
+            body += part
+    return struct.pack(">I", zlib.crc32(body)) + bytes(body)
+
+
+def _legacy_parts(rec) -> tuple[Any, Any, int | None]:
+    if isinstance(rec, (tuple, list)):
+        if not 2 <= len(rec) <= 4:
+            raise TypeError("a record tuple is (key, value[, timestamp[, headers]])")
+        key, value = rec[0], rec[1]
+        ts = rec[2] if len(rec) > 2 else None
+        headers = rec[3] if len(rec) > 3 else None
+    else:
+        key, value = rec.key, rec.value
+        ts = getattr(rec, "timestamp", None)
+        headers = getattr(rec, "headers", None)
+    if headers:
+        raise ValueError("magic 0 and 1 messages cannot carry headers")
+    for part in (key, value):
+        if part is not None and not isinstance(part, (bytes, bytearray, memoryview)):
+            raise TypeError(f"record key and value must be bytes-like or None, not "
+                            f"{type(part).__name__}")
+    return (None if key is None else bytes(key), None if value is None else bytes(value), ts)
+
+
+def _encode_legacy(records, magic, base_offset, codec, level, ts_type, timestamp,
+                   max_timestamp, offsets, is_transactional, is_control, producer_id,
+                   delete_horizon_ms) -> bytes:
+    if is_transactional or is_control or producer_id != -1 or delete_horizon_ms is not None:
+        raise ValueError("magic 0 and 1 messages have no transactions, control records, "
+                         "producer state or delete horizon")
+    if codec == CompressionType.ZSTD:
+        raise ValueError("zstd needs magic 2")
+    items = [_legacy_parts(r) for r in records]
+    if not items:
+        raise ValueError("a legacy message set needs at least one record")
+    offs = list(offsets) if offsets is not None else [base_offset + i for i in range(len(items))]
+    if len(offs) != len(items) or any(b <= a for a, b in zip(offs, offs[1:])):
+        raise ValueError("offsets must be strictly increasing, one per record")
+    log_append = magic == 1 and ts_type == TimestampType.LOG_APPEND_TIME
+    ts_bit = 0x08 if log_append else 0
+    stamps = [timestamp if ts is None else ts for _, _, ts in items]
+    if codec == CompressionType.NONE:
+        out = bytearray()
+        for (key, value, _), off, ts in zip(items, offs, stamps):
+            ts = max_timestamp if log_append else ts
+            msg = _legacy_message(magic, ts_bit, ts, key, value)
+            out += _ENTRY.pack(off, len(msg)) + msg
+        return bytes(out)
+    inner = bytearray()
+    for i, ((key, value, _), off, ts) in enumerate(zip(items, offs, stamps)):
+        msg = _legacy_message(magic, 0, ts, key, value)
+        # v0 inner offsets are absolute; v1 inner offsets are relative (0..n-1)
+        inner += _ENTRY.pack(off if magic == 0 else off - offs[0], len(msg)) + msg
+    wrapper_ts = max_timestamp if max_timestamp is not None else max(stamps)
+    payload = _compression.compress(int(codec), memoryview(inner), level, magic=magic)
+    msg = _legacy_message(magic, int(codec) | ts_bit, wrapper_ts, None, payload)
+    return _ENTRY.pack(offs[-1], len(msg)) + msg

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Run the test suite against an INSTALLED kafkastore, once per backend.
+#
+#   bash scripts/test.sh [pytest args...]
+#
+# 1. Creates a venv at ${KAFKASTORE_VENV:-.venv} unless it exists.
+# 2. Installs kafkastore with the test extra: the wheel file $KAFKASTORE_WHEEL if set,
+#    otherwise a wheel built from this source tree (pip install ".[test]").
+# 3. Runs pytest from an empty temporary directory, so `import kafkastore` finds the
+#    installed package and never ./kafkastore (conftest.py double-checks this):
+#      - compiled backend:  KAFKASTORE_EXPECT_BACKEND=cython
+#      - pure backend:      KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python
+#    KAFKASTORE_BACKENDS="python" runs only the second (e.g. for a pure wheel).
+#
+# Arguments go to pytest. Paths among them are taken relative to the caller's directory;
+# without any, the whole tests/ directory runs. Exits non-zero if any run failed or
+# collected no tests.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${KAFKASTORE_VENV:-.venv}"
+BACKENDS="${KAFKASTORE_BACKENDS:-cython python}"
+
+# Resolve relative paths against the caller's directory before we cd anywhere.
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
+WHEEL="${KAFKASTORE_WHEEL:-}"
+if [ -n "$WHEEL" ]; then
+    case "$WHEEL" in /*) ;; *) WHEEL="$PWD/$WHEEL" ;; esac
+    [ -f "$WHEEL" ] || { echo "test.sh: KAFKASTORE_WHEEL=$WHEEL is not a file" >&2; exit 2; }
+fi
+
+# pytest arguments: existing paths (optionally with a ::node id) become absolute.
+args=()
+have_paths=0
+for arg in "$@"; do
+    path="${arg%%::*}"
+    if [ "${arg#-}" = "$arg" ] && [ -e "$path" ]; then
+        arg="$(cd "$(dirname "$path")" && pwd)/$(basename "$path")${arg#"$path"}"
+        have_paths=1
+    fi
+    args+=("$arg")
+done
+[ "$have_paths" = 1 ] || args+=("$REPO/tests")
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "test.sh: creating venv $VENV"
+    python3 -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+"$PY" -m pip install --quiet --upgrade pip
+
+# Uninstall first so a reused venv never keeps an older build of the same version.
+"$PY" -m pip uninstall --quiet --yes kafkastore >/dev/null 2>&1 || true
+if [ -n "$WHEEL" ]; then
+    echo "test.sh: installing $WHEEL with the test extra"
+    "$PY" -m pip install --quiet "${WHEEL}[test]"
+else
+    echo "test.sh: building and installing $REPO with the test extra"
+    "$PY" -m pip install --quiet "${REPO}[test]"
+fi
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+# Where will `import kafkastore` come from? find_spec does not execute the package.
+ORIGIN="$("$PY" -c 'import importlib.util as u; print(u.find_spec("kafkastore").origin)')"
+echo "test.sh: kafkastore imports from $ORIGIN"
+case "$ORIGIN" in
+    "$REPO"/*) echo "test.sh: that is the source tree, not the installed package" >&2; exit 2 ;;
+esac
+
+status=0
+summary=()
+for backend in $BACKENDS; do
+    case "$backend" in
+        cython) env=(KAFKASTORE_EXPECT_BACKEND=cython) ;;
+        python) env=(KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python) ;;
+        *) echo "test.sh: unknown backend '$backend' in KAFKASTORE_BACKENDS" >&2; exit 2 ;;
+    esac
+    echo
+    echo "test.sh: ==== backend=$backend: ${env[*]} pytest ${args[*]}"
+    start=$SECONDS
+    rc=0
+    env "${env[@]}" KAFKASTORE_REQUIRE_INSTALLED=1 \
+        "$VENV/bin/pytest" -p no:cacheprovider -c "$REPO/pyproject.toml" --rootdir "$REPO" \
+        "${args[@]}" || rc=$?
+    if [ "$rc" -eq 5 ]; then
+        echo "test.sh: backend=$backend collected no tests (pytest exit 5): counted as a failure" >&2
+    fi
+    line="backend=$backend: pytest exit $rc in $((SECONDS - start))s"
+    if [ "$rc" -eq 0 ]; then
+        line="PASS $line"
+    else
+        line="FAIL $line"
+        status=1
+    fi
+    echo "test.sh: $line"
+    summary+=("$line")
+done
+
+echo
+echo "test.sh: summary (kafkastore from $ORIGIN)"
+printf 'test.sh:   %s\n' "${summary[@]}"
+exit "$status"

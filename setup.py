@@ -1,0 +1,101 @@
+"""Build the compiled kernels. All metadata lives in pyproject.toml.
+
+Environment switches, on unless unset, empty, "0", "false" or "no" (the rule kafkastore._kernels
+uses at run time):
+
+KAFKASTORE_NO_EXTENSIONS=1  build no extensions at all: a pure-Python wheel, no compiler needed
+                            (also automatic on interpreters other than CPython).
+KAFKASTORE_DEBUG=1          bounds/wraparound/initialized checks, line tracing, -DKS_DEBUG=1
+                            (turns on `if KS_DEBUG:` asserts), -O0 -g.
+KAFKASTORE_ANNOTATE=1       write Cython's annotated HTML next to each .pyx.
+"""
+
+import glob
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+
+def _flag(name):
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+NO_EXTENSIONS = _flag("KAFKASTORE_NO_EXTENSIONS") or platform.python_implementation() != "CPython"
+DEBUG = _flag("KAFKASTORE_DEBUG")
+ANNOTATE = _flag("KAFKASTORE_ANNOTATE")
+
+# One row per compiled kernel: kafkastore/_ext/<name>.pyx -> kafkastore._ext.<name>.
+# Adding a kernel is one line here plus the checklist in docs/development.rst
+# (.pyx, .pxd, .pyi, the kafkastore/_pure twin, the _kernels switch, tests over both).
+KERNELS = [
+    "varint",
+    "record_batch",
+]
+
+# Set once here; a per-file "# cython:" header may only override, with a comment saying why.
+DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": False,
+    "wraparound": False,
+    "initializedcheck": False,
+    "cdivision": True,
+    "embedsignature": True,
+}
+MACROS = []
+if sys.platform == "win32":
+    COMPILE_ARGS = ["/O2", "/W3"]
+else:
+    # -g0 drops the debug info Python's own CFLAGS ask for: it is most of a kernel's size.
+    COMPILE_ARGS = ["-O2", "-g0", "-Wall"]
+
+if DEBUG:
+    DIRECTIVES.update(boundscheck=True, wraparound=True, initializedcheck=True, linetrace=True)
+    MACROS += [("KS_DEBUG", "1"), ("CYTHON_TRACE_NOGIL", "1")]
+    if sys.platform == "win32":
+        COMPILE_ARGS = ["/Od", "/Zi", "/W3"]
+    else:
+        COMPILE_ARGS = ["-O0", "-g", "-Wall"]
+
+# Hand-written headers and cdef declarations: an edit to any of them rebuilds every kernel.
+DEPENDS = sorted(glob.glob("csrc/*.h") + glob.glob("kafkastore/_ext/*.pxd"))
+
+
+def _extensions():
+    if NO_EXTENSIONS:
+        return []
+
+    from Cython.Build import cythonize
+
+    extensions = [
+        Extension(
+            f"kafkastore._ext.{name}",
+            [f"kafkastore/_ext/{name}.pyx"],
+            include_dirs=["csrc"],
+            depends=DEPENDS,
+            define_macros=MACROS,
+            extra_compile_args=COMPILE_ARGS,
+        )
+        for name in KERNELS
+    ]
+
+    # cythonize() only compares timestamps, so a switch between release, debug and annotate
+    # builds would otherwise reuse C generated with the other mode's directives.
+    stamp = Path("build", "cython-options.json")
+    options = json.dumps({"directives": DIRECTIVES, "macros": MACROS, "annotate": ANNOTATE})
+    force = not stamp.is_file() or stamp.read_text() != options
+    extensions = cythonize(
+        extensions,
+        compiler_directives=DIRECTIVES,
+        annotate=ANNOTATE,
+        force=force,
+    )
+    stamp.parent.mkdir(exist_ok=True)
+    stamp.write_text(options)
+    return extensions
+
+
+setup(ext_modules=_extensions())

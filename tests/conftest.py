@@ -1,0 +1,174 @@
+"""Shared fixtures and the guards that keep a test run honest.
+
+Environment read here:
+
+KAFKASTORE_EXPECT_BACKEND=cython|python
+    stop the session unless ``kafkastore._kernels.BACKEND`` is that backend, so a broken
+    build can never pass by silently testing the pure twins only.
+KAFKASTORE_REQUIRE_INSTALLED=1
+    stop the session if ``kafkastore`` was imported from this source tree instead of an
+    installed wheel (scripts/test.sh sets it).
+KAFKASTORE_NO_EXTENSIONS=1
+    pure mode (read by kafkastore._kernels); here it only decides whether a missing
+    compiled kernel is a skip or a failure.
+KAFKASTORE_VECTORS
+    directory of the shared Kafka reference vectors (default: ../shared/vectors).
+HYPOTHESIS_PROFILE=default|ci|expensive
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+import types
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+import kafkastore
+import kafkastore._kernels as K
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE_PACKAGE = REPO / "kafkastore"
+
+# Kernel modules that exist in both kafkastore._ext and kafkastore._pure; the impl fixture
+# exposes each as an attribute (impl.varint, impl.record_batch). Add new kernels here.
+KERNELS = ("varint", "record_batch")
+IMPL_PACKAGES = {"cython": "kafkastore._ext", "python": "kafkastore._pure"}
+
+
+def env_flag(name: str) -> bool:
+    """True unless the variable is unset, empty, "0", "false" or "no" (as kafkastore._kernels
+    and setup.py read KAFKASTORE_* switches)."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+PURE_MODE = env_flag("KAFKASTORE_NO_EXTENSIONS")
+IMPORTED_FROM = Path(kafkastore.__file__).resolve().parent
+
+
+# -- hypothesis profiles ------------------------------------------------------------------
+# No deadlines anywhere: CI machines are slow and shared, and a deadline failure there says
+# nothing about the code.
+settings.register_profile("default", max_examples=100, deadline=None)
+settings.register_profile("ci", max_examples=200, deadline=None, derandomize=True, database=None)
+settings.register_profile("expensive", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# -- session guards -----------------------------------------------------------------------
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    no_extensions = os.environ.get("KAFKASTORE_NO_EXTENSIONS", "")
+    expected = os.environ.get("KAFKASTORE_EXPECT_BACKEND") or "any"
+    backend = f"{K.BACKEND} (KAFKASTORE_NO_EXTENSIONS={no_extensions!r}, expected: {expected})"
+    return [f"kafkastore backend: {backend}", f"kafkastore imported from: {IMPORTED_FROM}"]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    expected = os.environ.get("KAFKASTORE_EXPECT_BACKEND")
+    if expected and expected != K.BACKEND:
+        pytest.exit(
+            f"KAFKASTORE_EXPECT_BACKEND={expected} but kafkastore._kernels.BACKEND is"
+            f" {K.BACKEND!r} (kafkastore from {IMPORTED_FROM}): the compiled kernels did not"
+            " load, or the wrong backend was selected",
+            returncode=3,
+        )
+    if env_flag("KAFKASTORE_REQUIRE_INSTALLED") and IMPORTED_FROM.is_relative_to(SOURCE_PACKAGE):
+        pytest.exit(
+            f"KAFKASTORE_REQUIRE_INSTALLED=1 but kafkastore was imported from the source tree"
+            f" ({IMPORTED_FROM}), not from the installed package: run pytest from outside"
+            " the repository (scripts/test.sh does)",
+            returncode=3,
+        )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Everything under tests/benchmarks, and any test using pytest-benchmark's fixture, is a
+    # benchmark: deselected by the default `-m "not benchmark and not slow"`. tryfirst so the
+    # mark exists before pytest's own -m deselection runs.
+    benchmarks = Path(__file__).resolve().parent / "benchmarks"
+    for item in items:
+        in_dir = Path(str(item.path)).resolve().is_relative_to(benchmarks)
+        if in_dir or "benchmark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.benchmark)
+
+
+# -- fixtures -----------------------------------------------------------------------------
+
+
+@pytest.fixture(params=KERNELS)
+def kernel_name(request: pytest.FixtureRequest) -> str:
+    """Each kernel module name in turn ("varint", "record_batch", ...)."""
+    return request.param
+
+
+@pytest.fixture(params=tuple(IMPL_PACKAGES), ids=tuple(IMPL_PACKAGES))
+def impl(request: pytest.FixtureRequest) -> types.SimpleNamespace:
+    """The kernel modules of one implementation: ``impl.name`` is "cython" or "python",
+    ``impl.varint``, ``impl.record_batch`` ... the modules themselves.
+
+    The compiled side is skipped only in pure mode (KAFKASTORE_NO_EXTENSIONS set) when the
+    extensions are not built; otherwise a failing import fails the test.
+    """
+    package = IMPL_PACKAGES[request.param]
+    modules = {}
+    for kernel in KERNELS:
+        try:
+            modules[kernel] = importlib.import_module(f"{package}.{kernel}")
+        except ImportError as exc:
+            if request.param == "cython" and PURE_MODE:
+                pytest.skip(f"compiled extensions not built ({exc})")
+            pytest.fail(f"cannot import {package}.{kernel}: {exc!r}", pytrace=False)
+    return types.SimpleNamespace(name=request.param, **modules)
+
+
+@pytest.fixture(autouse=True)
+def _fail_on_unraisable_exception():
+    """Fail a test during which Python reported an unraisable exception.
+
+    A ``cdef`` function without an exception specification (or declared ``noexcept``)
+    cannot propagate an error: Cython reports it through ``sys.unraisablehook``
+    ("Exception ignored in ...") and carries on with a wrong result. Catching the hook
+    (rather than grepping stderr, as fastavro does) works alongside capsys and capfd.
+    The hook is replaced, not chained, so pytest does not report the same error twice.
+    """
+    seen = []
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        where = getattr(unraisable, "err_msg", None) or "Exception ignored in"
+        error = "".join(
+            traceback.format_exception(
+                unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback
+            )
+        )
+        seen.append(f"{where}: {unraisable.object!r}\n{error}")
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+    if seen:
+        pytest.fail("unraisable exception(s) during the test:\n" + "\n".join(seen), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def vectors_dir() -> Path:
+    """The shared Kafka reference vectors (see their README.md)."""
+    configured = os.environ.get("KAFKASTORE_VECTORS")
+    if configured:
+        path = Path(configured)
+        if not path.is_dir():
+            pytest.fail(f"KAFKASTORE_VECTORS={configured} is not a directory", pytrace=False)
+        return path
+    path = REPO.parent / "shared" / "vectors"
+    if not path.is_dir():
+        pytest.skip("shared vectors not available")
+    return path
