@@ -29,13 +29,13 @@ class KafkaStoreError(Exception):
 
     Parameters
     ----------
-    message:
+    message : str
         What went wrong, in words.
-    position:
+    position : int, optional
         Byte position of the offending entry in the buffer or file, if known.
-    offset:
+    offset : int, optional
         Kafka offset of the offending entry, if known.
-    path:
+    path : str, optional
         File being read, if known.
     """
 

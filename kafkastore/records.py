@@ -122,18 +122,20 @@ def iter_batches(
 
     Parameters
     ----------
-    buffer:
+    buffer : bytes-like
         Any bytes-like object (bytes, bytearray, memoryview, mmap, numpy
         uint8 array). Batches keep zero-copy views into it.
-    start, end:
+    start, end : int
         Byte range to walk; ``end`` defaults to the end of the buffer.
-    validate:
+    validate : bool
         Check each batch's CRC before yielding it (CRC-32C for magic 2,
         CRC-32 for magic 0/1) and raise :class:`~kafkastore.errors.InvalidCrcError`
         on a mismatch. Tools that must show corrupt batches pass False.
-    max_decompressed_bytes:
+    max_decompressed_bytes : int
         Bound on what one compressed payload may inflate to.
 
+    Notes
+    -----
     As Kafka's ``FileLogInputStream`` does, a partial entry at the end (what
     a crash mid-write leaves) ends the iteration silently; use
     :func:`scan_batches` to learn whether one was there. An entry whose size
@@ -186,19 +188,16 @@ def scan_batches(buffer, start: int = 0, end: int | None = None, *,
 class RecordColumns:
     """Records decoded into numpy arrays, one row per record.
 
-    Attributes
-    ----------
-    offset, timestamp : numpy.ndarray of int64
-    timestamp_type : numpy.ndarray of int8
-        :class:`TimestampType` values.
-    key_offsets, value_offsets : numpy.ndarray of int64
-        ``n + 1`` Arrow-style offsets: record ``i``'s key is
-        ``key_data[key_offsets[i]:key_offsets[i + 1]]``.
-    key_data, value_data : numpy.ndarray of uint8
-        All keys (values) back to back.
-    key_null, value_null : numpy.ndarray of bool
-        True where the key (value) is null; its span is then empty.
-    header_count : numpy.ndarray of int32
+    Columns (numpy arrays):
+
+    * ``offset``, ``timestamp``: int64.
+    * ``timestamp_type``: int8, :class:`TimestampType` values.
+    * ``key_offsets``, ``value_offsets``: int64, ``n + 1`` Arrow-style offsets:
+      record ``i``'s key is ``key_data[key_offsets[i]:key_offsets[i + 1]]``.
+    * ``key_data``, ``value_data``: uint8, all keys (values) back to back.
+    * ``key_null``, ``value_null``: bool, True where the key (value) is null;
+      its span is then empty.
+    * ``header_count``: int32.
     """
 
     __slots__ = (
@@ -358,37 +357,36 @@ def encode_batch(
 
     Parameters
     ----------
-    records:
+    records : iterable
         ``(key, value)``, ``(key, value, timestamp)`` or
         ``(key, value, timestamp, headers)`` tuples, or objects with ``key``
         and ``value`` (and optionally ``timestamp`` and ``headers``)
         attributes, such as decoded :class:`Record` objects. Keys and values
         are bytes-like or None; headers are ``(str | bytes, bytes | None)``
         pairs; a timestamp is epoch milliseconds or None.
-    magic:
+    magic : int
         2 (RecordBatch v2, the default) or 0/1 (legacy messages; no
         headers, no producer state; zstd not allowed).
-    base_offset:
+    base_offset : int
         Offset of the first record. The offsets a broker assigns on append
         overwrite it.
-    compression, compression_level:
+    compression, compression_level : CompressionType or int or str, int
         Codec (enum, id or name such as ``"lz4"``) and Kafka level; see
         :mod:`kafkastore.compression`.
-    timestamp_type:
+    timestamp_type : TimestampType
         CreateTime (default) or LogAppendTime. For LogAppendTime the batch's
         maxTimestamp is ``max_timestamp`` (default: now) and every reader
         reports it as each record's timestamp.
-    timestamp:
+    timestamp : int, optional
         Timestamp for records that carry none (default: now).
-    max_timestamp:
+    max_timestamp : int, optional
         Override the computed maxTimestamp.
-    partition_leader_epoch, is_transactional, is_control, producer_id, \
-producer_epoch, base_sequence:
+    partition_leader_epoch, is_transactional, is_control, producer_id, producer_epoch, base_sequence : int or bool
         Header fields, written as given.
-    offsets, last_offset_delta:
+    offsets, last_offset_delta : iterable of int, int, optional
         Absolute offset per record and an explicit lastOffsetDelta, to
         write batches with gaps as the log cleaner leaves them.
-    delete_horizon_ms:
+    delete_horizon_ms : int, optional
         Set attribute bit 6 and store the horizon as baseTimestamp (what the
         cleaner does to batches holding tombstones).
 
