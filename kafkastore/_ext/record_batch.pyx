@@ -1242,44 +1242,62 @@ def decode_columns(buffer, Py_ssize_t start=0, end=None, *, bint validate=True,
     Control batches are skipped unless ``include_control``. Entry walking,
     CRC checks and errors are those of :func:`iter_batches`.
     """
-    # Pass 1: walk the entries, inflate compressed payloads, count records and
-    # bytes so that pass 2 writes into arrays allocated once.
+    # Pass 1 walks the headers, checks and inflates compressed payloads and
+    # reads legacy messages, so that pass 2 writes into arrays allocated once.
+    # An uncompressed batch's CRC is checked in pass 2, right before it is
+    # parsed, so its bytes are read from memory once and parsed from cache.
+    # The pure twin follows the same order, so both raise the same error first.
     cdef list parts = []
     cdef Py_ssize_t n = 0, data_cap = 0, records_len
     cdef RecordBatch batch
-    for b in iter_batches(buffer, start, end, validate=validate,
+    for b in iter_batches(buffer, start, end, validate=False,
                           max_decompressed_bytes=max_decompressed_bytes):
-        if b.is_control and not include_control:
-            continue
-        if type(b) is RecordBatch:
-            batch = <RecordBatch>b
-            if batch.record_count < 0:
-                raise CorruptRecordError(
-                    f"Found invalid record count {batch.record_count}",
-                    position=batch.position, offset=batch.base_offset)
-            data = batch._records_data()
-            records_len = len(data)
-            # bound the allocation by the bytes present, not the declared count
-            if batch.record_count > records_len // MIN_RECORD_SIZE:
-                raise CorruptRecordError(
-                    f"Record count {batch.record_count} exceeds what {records_len} bytes "
-                    f"can hold", position=batch.position, offset=batch.base_offset)
-            parts.append((batch, data))
-            n += batch.record_count
-            data_cap += records_len
-        else:
+        if type(b) is not RecordBatch:
+            if validate:
+                b.validate()
             recs = list(b)
             parts.append((None, recs))
             n += len(recs)
             for rec in recs:
                 data_cap += len(rec.key or b"") + len(rec.value or b"")
+            continue
+        batch = <RecordBatch>b
+        if batch.attributes & CONTROL_MASK and not include_control:
+            if validate:
+                batch.validate()
+            continue
+        if batch.record_count < 0:
+            raise CorruptRecordError(
+                f"Found invalid record count {batch.record_count}",
+                position=batch.position, offset=batch.base_offset)
+        if batch.attributes & CODEC_MASK:
+            if validate:
+                batch.validate()
+            data = batch._records_data()
+            records_len = len(data)
+        else:
+            data = None
+            records_len = batch.batch_length - (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD)
+        # bound the allocation by the bytes present, not the declared count
+        if batch.record_count > records_len // MIN_RECORD_SIZE:
+            raise CorruptRecordError(
+                f"Record count {batch.record_count} exceeds what {records_len} bytes "
+                f"can hold", position=batch.position, offset=batch.base_offset)
+        parts.append((batch, data))
+        n += batch.record_count
+        data_cap += records_len
     cols = _Columns(n, data_cap)
     for owner, data in parts:
         if owner is None:
             for rec in data:
                 cols.add_record(rec)
         else:
-            cols.add_v2(<RecordBatch>owner, data)
+            batch = <RecordBatch>owner
+            if data is None:
+                if validate:
+                    batch.validate()
+                data = batch.payload()
+            cols.add_v2(batch, data)
     return cols.finish()
 
 

@@ -975,38 +975,57 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
     Control batches are skipped unless ``include_control``. Entry walking,
     CRC checks and errors are those of :func:`iter_batches`.
     """
+    # Same two passes, in the same order, as the compiled kernel (so both
+    # raise the same error first): pass 1 checks headers, inflates compressed
+    # payloads and reads legacy messages; pass 2 checks an uncompressed
+    # batch's CRC right before parsing it.
+    parts = []
+    for batch in iter_batches(buffer, start, end, validate=False,
+                              max_decompressed_bytes=max_decompressed_bytes):
+        if batch.magic != 2:
+            if validate:
+                batch.validate()
+            parts.append((None, list(batch)))
+            continue
+        if batch.is_control and not include_control:
+            if validate:
+                batch.validate()
+            continue
+        if batch.record_count < 0:
+            raise CorruptRecordError(
+                f"Found invalid record count {batch.record_count}",
+                position=batch.position, offset=batch.base_offset)
+        if batch.attributes & CODEC_MASK:
+            if validate:
+                batch.validate()
+            data = batch._records_data()
+            records_len = len(data)
+        else:
+            data = None
+            records_len = batch.batch_length - (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD)
+        if batch.record_count > records_len // MIN_RECORD_SIZE:
+            raise CorruptRecordError(
+                f"Record count {batch.record_count} exceeds what {records_len} bytes "
+                f"can hold", position=batch.position, offset=batch.base_offset)
+        parts.append((batch, data))
     offsets, timestamps, ts_types, header_counts = [], [], [], []
     keys, values = [], []
-    for batch in iter_batches(buffer, start, end, validate=validate,
-                              max_decompressed_bytes=max_decompressed_bytes):
-        if batch.is_control and not include_control:
-            continue
-        if batch.magic == 2:
-            if batch.record_count < 0:
-                raise CorruptRecordError(
-                    f"Found invalid record count {batch.record_count}",
-                    position=batch.position, offset=batch.base_offset)
-            data = batch._records_data()
-            if batch.record_count > len(data) // MIN_RECORD_SIZE:
-                raise CorruptRecordError(
-                    f"Record count {batch.record_count} exceeds what "
-                    f"{len(data)} bytes can hold", position=batch.position,
-                    offset=batch.base_offset)
-            for rec in batch._records(data):
-                offsets.append(rec.offset)
-                timestamps.append(rec.timestamp)
-                ts_types.append(int(rec.timestamp_type))
-                keys.append(rec.key)
-                values.append(rec.value)
-                header_counts.append(len(rec.headers))
+    for batch, data in parts:
+        if batch is None:
+            recs = data
         else:
-            for rec in batch:
-                offsets.append(rec.offset)
-                timestamps.append(rec.timestamp)
-                ts_types.append(int(rec.timestamp_type))
-                keys.append(rec.key)
-                values.append(rec.value)
-                header_counts.append(0)
+            if data is None:
+                if validate:
+                    batch.validate()
+                data = batch.payload()
+            recs = batch._records(data)
+        for rec in recs:
+            offsets.append(rec.offset)
+            timestamps.append(rec.timestamp)
+            ts_types.append(int(rec.timestamp_type))
+            keys.append(rec.key)
+            values.append(rec.value)
+            header_counts.append(len(rec.headers))
     out = {
         "offset": np.array(offsets, dtype=np.int64),
         "timestamp": np.array(timestamps, dtype=np.int64),
