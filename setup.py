@@ -8,6 +8,9 @@ KAFKASTORE_NO_EXTENSIONS=1  build no extensions at all: a pure-Python wheel, no 
 KAFKASTORE_DEBUG=1          bounds/wraparound/initialized checks, line tracing, -DKS_DEBUG=1
                             (turns on `if KS_DEBUG:` asserts), -O0 -g.
 KAFKASTORE_ANNOTATE=1       write Cython's annotated HTML next to each .pyx.
+KAFKASTORE_SANITIZE=1       a debug build compiled with AddressSanitizer and UBSan (GCC/Clang), for
+                            the hostile-input tests: run them with PYTHONMALLOC=malloc and
+                            LD_PRELOAD=$(gcc -print-file-name=libasan.so) (see .ci/run).
 """
 
 import glob
@@ -25,7 +28,8 @@ def _flag(name):
 
 
 NO_EXTENSIONS = _flag("KAFKASTORE_NO_EXTENSIONS") or platform.python_implementation() != "CPython"
-DEBUG = _flag("KAFKASTORE_DEBUG")
+SANITIZE = _flag("KAFKASTORE_SANITIZE")
+DEBUG = _flag("KAFKASTORE_DEBUG") or SANITIZE
 ANNOTATE = _flag("KAFKASTORE_ANNOTATE")
 
 # One row per compiled kernel: kafkastore/_ext/<name>.pyx -> kafkastore._ext.<name>.
@@ -60,6 +64,14 @@ if DEBUG:
     else:
         COMPILE_ARGS = ["-O0", "-g", "-Wall"]
 
+LINK_ARGS = []
+if SANITIZE:
+    # pymalloc hides overruns of small objects from ASan; the runner sets PYTHONMALLOC=malloc
+    SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+           "-fno-omit-frame-pointer"]
+    COMPILE_ARGS = COMPILE_ARGS + SAN
+    LINK_ARGS = SAN
+
 # Hand-written headers and cdef declarations: an edit to any of them rebuilds every kernel.
 DEPENDS = sorted(glob.glob("csrc/*.h") + glob.glob("kafkastore/_ext/*.pxd"))
 
@@ -78,6 +90,7 @@ def _extensions():
             depends=DEPENDS,
             define_macros=MACROS,
             extra_compile_args=COMPILE_ARGS,
+            extra_link_args=LINK_ARGS,
         )
         for name in KERNELS
     ]
@@ -85,7 +98,8 @@ def _extensions():
     # cythonize() only compares timestamps, so a switch between release, debug and annotate
     # builds would otherwise reuse C generated with the other mode's directives.
     stamp = Path("build", "cython-options.json")
-    options = json.dumps({"directives": DIRECTIVES, "macros": MACROS, "annotate": ANNOTATE})
+    options = json.dumps({"directives": DIRECTIVES, "macros": MACROS, "annotate": ANNOTATE,
+                          "sanitize": SANITIZE})
     force = not stamp.is_file() or stamp.read_text() != options
     extensions = cythonize(
         extensions,

@@ -299,105 +299,134 @@ cdef struct RecordSpan:
     Py_ssize_t next_pos
 
 
-cdef inline int _varint(const uint8_t* data, Py_ssize_t* pos, Py_ssize_t end,
-                        int32_t* out, Py_ssize_t where) except -1:
-    cdef uint32_t b
+cdef inline Py_ssize_t _rv32(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
+                             int32_t* out) noexcept nogil:
+    """Varint at ``pos``: the next position, or -1 (truncated) / -2 (overlong).
+
+    One- and two-byte varints (lengths below 64 and 8192: nearly every
+    field of a record) are decoded inline; longer ones take the loop.
+    """
+    cdef uint32_t b0, b1, v
     cdef Py_ssize_t n
-    if pos[0] < end:
-        b = data[pos[0]]
-        if b < 0x80:  # most record fields fit one byte: skip the loop
-            out[0] = <int32_t>((b >> 1) ^ (<uint32_t>0 - (b & 1)))
-            pos[0] += 1
-            return 0
-    n = varint_read(data + pos[0], end - pos[0], out)
-    if n > 0:
-        pos[0] += n
-        return 0
-    if n == 0:
+    if end - pos >= 2:
+        b0 = p[pos]
+        if b0 < 0x80:
+            out[0] = <int32_t>((b0 >> 1) ^ (<uint32_t>0 - (b0 & 1)))
+            return pos + 1
+        b1 = p[pos + 1]
+        if b1 < 0x80:
+            v = (b0 & 0x7F) | (b1 << 7)
+            out[0] = <int32_t>((v >> 1) ^ (<uint32_t>0 - (v & 1)))
+            return pos + 2
+    n = varint_read(p + pos, end - pos, out)
+    return pos + n if n > 0 else n - 1
+
+
+cdef inline Py_ssize_t _rv64(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
+                             int64_t* out) noexcept nogil:
+    """Varlong at ``pos``, as :func:`_rv32`."""
+    cdef uint64_t b0, b1, v
+    cdef Py_ssize_t n
+    if end - pos >= 2:
+        b0 = p[pos]
+        if b0 < 0x80:
+            out[0] = <int64_t>((b0 >> 1) ^ (<uint64_t>0 - (b0 & 1)))
+            return pos + 1
+        b1 = p[pos + 1]
+        if b1 < 0x80:
+            v = (b0 & 0x7F) | (b1 << 7)
+            out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
+            return pos + 2
+    n = varlong_read(p + pos, end - pos, out)
+    return pos + n if n > 0 else n - 1
+
+
+cdef int _varint_error(Py_ssize_t code, bint wide, Py_ssize_t where) except -1:
+    if code == -1:
         _corrupt("Found invalid record structure: truncated varint", where)
+    if wide:
+        _corrupt("Varlong is too long, most significant bit in the 10th byte is set", where)
     _corrupt("Varint is too long, the most significant bit in the 5th byte is set", where)
 
 
-cdef inline int _varlong(const uint8_t* data, Py_ssize_t* pos, Py_ssize_t end,
-                         int64_t* out, Py_ssize_t where) except -1:
-    cdef uint64_t b
-    cdef Py_ssize_t n
-    if pos[0] < end:
-        b = data[pos[0]]
-        if b < 0x80:
-            out[0] = <int64_t>((b >> 1) ^ (<uint64_t>0 - (b & 1)))
-            pos[0] += 1
-            return 0
-    n = varlong_read(data + pos[0], end - pos[0], out)
-    if n > 0:
-        pos[0] += n
-        return 0
-    if n == 0:
-        _corrupt("Found invalid record structure: truncated varint", where)
-    _corrupt("Varlong is too long, most significant bit in the 10th byte is set", where)
-
-
-cdef inline int parse_record(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
-                             RecordSpan* out, Py_ssize_t where) except -1:
+cdef int parse_record(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
+                      RecordSpan* out, Py_ssize_t where) except -1:
     """Parse and fully validate one v2 record at ``pos``; fill ``out``.
 
     Every length is checked against the record's declared end (itself
-    checked against ``end``) before the bytes it covers are touched.
+    checked against ``end``) before the bytes it covers are touched. Errors
+    are raised out of line, so the common path is branches and loads only.
     """
     cdef int32_t length = 0, count = 0, hkey_len = 0, hval_len = 0, i
-    cdef Py_ssize_t start, rend
-    _varint(data, &pos, end, &length, where)
-    if length < 0 or length > end - pos:
+    cdef Py_ssize_t start, rend, p
+    p = _rv32(data, pos, end, &length)
+    if p < 0:
+        return _varint_error(p, False, where)
+    if length < 0 or length > end - p:
         _corrupt(f"Invalid record size: expected {length} bytes in record payload, but the "
-                 f"buffer has only {end - pos} remaining bytes", where)
-    start = pos
-    rend = pos + length
-    if pos >= rend:
+                 f"buffer has only {end - p} remaining bytes", where)
+    start = p
+    rend = p + length
+    if p >= rend:
         _corrupt("Found invalid record structure: empty record", where)
-    pos += 1  # attributes: unused
-    _varlong(data, &pos, rend, &out.ts_delta, where)
-    _varint(data, &pos, rend, &out.offset_delta, where)
-    _varint(data, &pos, rend, &out.key_len, where)
-    out.key_pos = pos
+    p += 1  # attributes: unused
+    p = _rv64(data, p, rend, &out.ts_delta)
+    if p < 0:
+        return _varint_error(p, True, where)
+    p = _rv32(data, p, rend, &out.offset_delta)
+    if p < 0:
+        return _varint_error(p, False, where)
+    p = _rv32(data, p, rend, &out.key_len)
+    if p < 0:
+        return _varint_error(p, False, where)
+    out.key_pos = p
     if out.key_len >= 0:
-        if out.key_len > rend - pos:
+        if out.key_len > rend - p:
             _corrupt("Found invalid record structure: key past record end", where)
-        pos += out.key_len
+        p += out.key_len
     else:
         out.key_len = -1
-    _varint(data, &pos, rend, &out.value_len, where)
-    out.value_pos = pos
+    p = _rv32(data, p, rend, &out.value_len)
+    if p < 0:
+        return _varint_error(p, False, where)
+    out.value_pos = p
     if out.value_len >= 0:
-        if out.value_len > rend - pos:
+        if out.value_len > rend - p:
             _corrupt("Found invalid record structure: value past record end", where)
-        pos += out.value_len
+        p += out.value_len
     else:
         out.value_len = -1
-    _varint(data, &pos, rend, &count, where)
+    p = _rv32(data, p, rend, &count)
+    if p < 0:
+        return _varint_error(p, False, where)
     if count < 0:
         _corrupt(f"Found invalid number of record headers {count}", where)
-    if count > (rend - pos) // 2:  # each header takes at least 2 bytes
+    if count > (rend - p) // 2:  # each header takes at least 2 bytes
         _corrupt(f"Found invalid number of record headers {count}: more than the record "
                  f"holds", where)
     out.header_count = count
-    out.headers_pos = pos
+    out.headers_pos = p
     for i in range(count):
-        _varint(data, &pos, rend, &hkey_len, where)
+        p = _rv32(data, p, rend, &hkey_len)
+        if p < 0:
+            return _varint_error(p, False, where)
         if hkey_len < 0:
             _corrupt("Invalid negative header key size", where)
-        if hkey_len > rend - pos:
+        if hkey_len > rend - p:
             _corrupt("Found invalid record structure: header key past record end", where)
-        pos += hkey_len
-        _varint(data, &pos, rend, &hval_len, where)
+        p += hkey_len
+        p = _rv32(data, p, rend, &hval_len)
+        if p < 0:
+            return _varint_error(p, False, where)
         if hval_len >= 0:
-            if hval_len > rend - pos:
+            if hval_len > rend - p:
                 _corrupt("Found invalid record structure: header value past record end",
                          where)
-            pos += hval_len
-    if pos != rend:
+            p += hval_len
+    if p != rend:
         _corrupt(f"Invalid record size: expected to read {length} bytes in record payload, "
-                 f"but instead read {pos - start}", where)
-    out.next_pos = pos
+                 f"but instead read {p - start}", where)
+    out.next_pos = p
     return 0
 
 
@@ -1347,38 +1376,57 @@ cdef class _Columns:
         cdef bint log_append = (batch.attributes & TIMESTAMP_TYPE_MASK) != 0
         cdef int8_t ts_type = 1 if log_append else 0
         cdef Py_ssize_t where = batch.position
+        cdef int64_t base_offset = batch.base_offset
+        cdef int64_t base_ts = batch.first_timestamp, max_ts = batch.max_timestamp
+        # raw pointers, loaded once: the uint8 stores below may alias anything,
+        # so through the memoryviews every store would reload every base pointer
+        cdef int64_t* offset = &self._offset[0]
+        cdef int64_t* timestamp = &self._timestamp[0]
+        cdef int8_t* ts_types = &self._ts_type[0]
+        cdef int32_t* hcount = &self._hcount[0]
+        cdef uint8_t* key_null = &self._key_null[0]
+        cdef uint8_t* value_null = &self._value_null[0]
+        cdef int64_t* key_offsets = &self._key_offsets[0]
+        cdef int64_t* value_offsets = &self._value_offsets[0]
+        cdef uint8_t* key_data = &self._key_data[0]
+        cdef uint8_t* value_data = &self._value_data[0]
+        cdef Py_ssize_t key_used = self.key_used, value_used = self.value_used
+        if remaining > self.cap - i:  # pass 1 sized the arrays from these same counts
+            raise RuntimeError("column arrays smaller than the records counted")
         while remaining > 0:
             if pos >= end:
                 _corrupt("Incorrect declared batch size, premature EOF reached", where,
-                         batch.base_offset)
+                         base_offset)
             parse_record(ptr, pos, end, &span, where)
             pos = span.next_pos
             remaining -= 1
-            self._offset[i] = _add64(batch.base_offset, span.offset_delta)
-            self._timestamp[i] = batch.max_timestamp if log_append else \
-                _add64(batch.first_timestamp, span.ts_delta)
-            self._ts_type[i] = ts_type
-            self._hcount[i] = span.header_count
+            offset[i] = _add64(base_offset, span.offset_delta)
+            timestamp[i] = max_ts if log_append else _add64(base_ts, span.ts_delta)
+            ts_types[i] = ts_type
+            hcount[i] = span.header_count
+            # the key and value lie inside this batch's records, which pass 1
+            # counted into the data capacity, so the copies stay in bounds
             if span.key_len >= 0:
-                memcpy(&self._key_data[self.key_used], ptr + span.key_pos, span.key_len)
-                self.key_used += span.key_len
-                self._key_null[i] = 0
+                memcpy(key_data + key_used, ptr + span.key_pos, span.key_len)
+                key_used += span.key_len
+                key_null[i] = 0
             else:
-                self._key_null[i] = 1
+                key_null[i] = 1
             if span.value_len >= 0:
-                memcpy(&self._value_data[self.value_used], ptr + span.value_pos,
-                       span.value_len)
-                self.value_used += span.value_len
-                self._value_null[i] = 0
+                memcpy(value_data + value_used, ptr + span.value_pos, span.value_len)
+                value_used += span.value_len
+                value_null[i] = 0
             else:
-                self._value_null[i] = 1
+                value_null[i] = 1
             i += 1
-            self._key_offsets[i] = self.key_used
-            self._value_offsets[i] = self.value_used
+            key_offsets[i] = key_used
+            value_offsets[i] = value_used
+        self.key_used = key_used
+        self.value_used = value_used
+        self.n = i
         if pos != end:
             _corrupt("Incorrect declared batch size, records still remaining in file",
-                     where, batch.base_offset)
-        self.n = i
+                     where, base_offset)
         return 0
 
     cdef int add_record(self, Record rec) except -1:
