@@ -172,7 +172,6 @@ cdef inline const uint8_t* _ptr(const uint8_t[::1] view) noexcept:
 # collections that allocating millions of records would otherwise trigger.
 @cython.no_gc
 @cython.freelist(512)
-@cython.final
 cdef class Record:
     """One record read from a batch. Immutable.
 
@@ -182,13 +181,6 @@ cdef class Record:
     pairs; header keys are decoded as UTF-8 with ``surrogateescape`` so that
     invalid bytes survive a round trip.
     """
-
-    cdef readonly object offset
-    cdef readonly object timestamp
-    cdef readonly object timestamp_type
-    cdef readonly object key
-    cdef readonly object value
-    cdef readonly object headers
 
     def __init__(self, offset, timestamp, timestamp_type, key, value, headers=()):
         self.offset = offset
@@ -285,18 +277,6 @@ cdef inline Record _new_record(object offset, object timestamp, object ts_type, 
     rec.value = value
     rec.headers = headers
     return rec
-
-
-cdef struct RecordSpan:
-    int64_t ts_delta
-    int32_t offset_delta
-    Py_ssize_t key_pos         # positions are relative to the records section
-    int32_t key_len            # -1: null
-    Py_ssize_t value_pos
-    int32_t value_len          # -1: null
-    int32_t header_count
-    Py_ssize_t headers_pos
-    Py_ssize_t next_pos
 
 
 cdef inline Py_ssize_t _rv32(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
@@ -475,23 +455,6 @@ cdef class RecordBatch:
     record's structure. Not thread-safe to iterate concurrently with the
     buffer's owner mutating it; otherwise immutable.
     """
-
-    cdef const uint8_t[::1] _view
-    cdef readonly Py_ssize_t position
-    cdef readonly int64_t base_offset
-    cdef readonly int32_t batch_length
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly int8_t magic
-    cdef readonly uint32_t crc
-    cdef readonly int16_t attributes
-    cdef readonly int32_t last_offset_delta
-    cdef readonly int64_t first_timestamp
-    cdef readonly int64_t max_timestamp
-    cdef readonly int64_t producer_id
-    cdef readonly int16_t producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly int32_t record_count
-    cdef readonly Py_ssize_t max_decompressed_bytes
 
     def __init__(self, buffer, Py_ssize_t position=0, *,
                  Py_ssize_t max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
@@ -709,21 +672,6 @@ cdef class LegacyRecordBatch:
     Iterating a wrapper inflates its value and yields the inner messages
     with absolute offsets.
     """
-
-    cdef const uint8_t[::1] _view
-    cdef readonly Py_ssize_t position
-    cdef readonly int64_t last_offset
-    cdef readonly int32_t batch_length
-    cdef readonly int8_t magic
-    cdef readonly uint32_t crc
-    cdef readonly int16_t attributes
-    cdef readonly int64_t timestamp
-    cdef readonly Py_ssize_t max_decompressed_bytes
-    cdef Py_ssize_t _key_pos
-    cdef int32_t _key_len
-    cdef Py_ssize_t _value_pos
-    cdef int32_t _value_len
-    cdef list _inner
 
     def __init__(self, buffer, Py_ssize_t position=0, *,
                  Py_ssize_t max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
