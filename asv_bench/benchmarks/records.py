@@ -1,0 +1,156 @@
+"""RecordBatch v2 encode, decode, columnar decode and scan: kafkastore beside its peers.
+
+The workload is the issue's (see ``benchmarks/__init__.py``): 16-byte keys, 100-byte
+JSON-like values, 1000 records a batch, CreateTime, no headers. ``n`` is 100,000 records
+by default (so ``asv run --quick`` is quick) and the issue's 1,000,000, which
+``ASV_SKIP_SLOW=1`` skips.
+
+Implementations, the ``impl`` parameter:
+
+``kafkastore``
+    ``kafkastore.records``, with ``(key, value)`` tuples per batch built in ``setup``.
+``kafkastore_zip``
+    the same, but the tuples are built inside the timed call (encode only).
+``aiokafka_c``
+    aiokafka's Cython ``DefaultRecordBatchBuilder`` / ``MemoryRecords`` (skipped if the
+    extension is missing; its pure-Python fallback is never measured under this name).
+``kafka_python``
+    kafka-python's pure-Python builder and ``MemoryRecords``.
+
+asv reports times, not ratios: compare the ``impl`` rows of one run
+(``asv compare`` / the HTML page), or use ``../compare_peers.py`` for the ratio table
+against the issue's bars.
+"""
+
+from __future__ import annotations
+
+from . import (
+    CODECS,
+    N_RECORDS,
+    N_RECORDS_SLOW,
+    batch_tuples,
+    encode_blob,
+    load_impl,
+    make_workload,
+    skip_slow,
+)
+
+SIZES = [N_RECORDS, N_RECORDS_SLOW]
+
+
+class _RecordsBenchmark:
+    """Shared attributes; asv only collects classes that define benchmark methods."""
+
+    # kafka-python decodes 1M records in several seconds; asv's default 60 s is too tight.
+    timeout = 600
+    # Each sample is one full call (tens of ms to seconds): few, large samples.
+    number = 1
+    repeat = (3, 10, 60.0)
+
+    def _setup_common(self, impl: str, codec: str, n: int) -> None:
+        if n > N_RECORDS:
+            skip_slow()
+        self.impl = load_impl(impl)
+        self.codec = codec
+        self.keys, self.values = make_workload(n, seed=0)
+
+
+class EncodeBatch(_RecordsBenchmark):
+    """Encode the workload into 1000-record batches (one ``bytes`` per batch, no join).
+
+    Each implementation at its default codec level: kafkastore and kafka-python use the
+    fast LZ4 compressor, aiokafka LZ4 HC (level 9 via cramjam), so lz4 compares levels as
+    much as code; ``track_encoded_bytes`` shows the size each one writes. zstd is level 3
+    everywhere.
+    """
+
+    params = [["kafkastore", "kafkastore_zip", "aiokafka_c", "kafka_python"], list(CODECS),
+              SIZES]
+    param_names = ["impl", "codec", "n"]
+
+    def setup(self, impl, codec, n):
+        self._setup_common(impl, codec, n)
+        self.batches = batch_tuples(self.keys, self.values) if impl == "kafkastore" else None
+
+    def time_encode(self, impl, codec, n):
+        self.impl.encode(self.keys, self.values, self.codec, self.batches)
+
+    def track_encoded_bytes(self, impl, codec, n):
+        return sum(len(b) for b in self.impl.encode(self.keys, self.values, self.codec,
+                                                    self.batches))
+
+    track_encoded_bytes.unit = "bytes"
+
+
+class DecodeRecords(_RecordsBenchmark):
+    """Decode every record to an object and touch its offset, timestamp, key and value.
+
+    All implementations read the same blob, encoded once by kafkastore per codec.
+    kafkastore also checks every batch CRC on the way (``validate=True``, its default);
+    the peers' ``MemoryRecords`` loops do not.
+    """
+
+    params = [["kafkastore", "aiokafka_c", "kafka_python"], list(CODECS), SIZES]
+    param_names = ["impl", "codec", "n"]
+
+    def setup(self, impl, codec, n):
+        self._setup_common(impl, codec, n)
+        self.blob = encode_blob(self.keys, self.values, codec)
+        del self.keys, self.values
+
+    def time_decode(self, impl, codec, n):
+        self.impl.decode(self.blob)
+
+
+class DecodeColumns(_RecordsBenchmark):
+    """``kafkastore.decode_columns``: every record into numpy arrays, no object per record.
+
+    Only kafkastore has a columnar decoder; the peers' rows are skipped. Compare with
+    ``DecodeRecords`` (the issue's bar is columnar >= 10x aiokafka_c's decode to objects).
+    """
+
+    params = [["kafkastore", "aiokafka_c", "kafka_python"], list(CODECS), SIZES]
+    param_names = ["impl", "codec", "n"]
+
+    def setup(self, impl, codec, n):
+        if impl != "kafkastore":
+            raise NotImplementedError(f"{impl} has no columnar decoder")
+        self._setup_common(impl, codec, n)
+        self.blob = encode_blob(self.keys, self.values, codec)
+        del self.keys, self.values
+
+    def time_decode_columns(self, impl, codec, n):
+        self.impl.columns(self.blob)
+
+
+class ScanBatches(_RecordsBenchmark):
+    """Walk the batch headers and check every CRC, without decoding records.
+
+    ``crc32c`` is the physical reference: one ``crc32c.crc32c`` call over the whole blob
+    (the issue's bar: kafkastore's ``scan_batches(validate=True)`` reaches at least half
+    its throughput). The peers walk ``MemoryRecords`` and call ``validate_crc()``.
+    """
+
+    params = [["kafkastore", "crc32c", "aiokafka_c", "kafka_python"], list(CODECS), SIZES]
+    param_names = ["impl", "codec", "n"]
+
+    def setup(self, impl, codec, n):
+        if n > N_RECORDS:
+            skip_slow()
+        keys, values = make_workload(n, seed=0)
+        self.blob = encode_blob(keys, values, codec)
+        if impl == "crc32c":
+            import crc32c
+
+            self.scan = crc32c.crc32c
+        else:
+            self.scan = load_impl(impl).scan
+
+    # A scan takes about a millisecond per 100,000 records: let asv choose how many calls
+    # make a sample, instead of the one call per sample the decoders use.
+    number = 0
+    repeat = 0
+
+    def time_scan(self, impl, codec, n):
+        self.scan(self.blob)
+
