@@ -19,6 +19,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
                           uint64_t)
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.string cimport memcpy
 
 from kafkastore._ext.consts cimport *
@@ -111,6 +112,24 @@ def set_decompressor(fn):
 cdef inline int64_t _add64(int64_t a, int64_t b) noexcept nogil:
     # Java long arithmetic wraps; signed overflow is undefined in C, so add unsigned
     return <int64_t>(<uint64_t>a + <uint64_t>b)
+
+
+cdef inline int32_t _sub32(int32_t a, int32_t b) noexcept nogil:
+    # Java int arithmetic wraps; do it unsigned, signed overflow is undefined in C
+    return <int32_t>(<uint32_t>a - <uint32_t>b)
+
+
+cdef inline int32_t _last_sequence(int32_t base_sequence, int32_t delta) noexcept nogil:
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` in Java int arithmetic.
+
+    A sequence wraps past INT32_MAX back to 0; a corrupt negative delta is
+    computed exactly as Java computes it.
+    """
+    if base_sequence == -1:
+        return -1
+    if base_sequence > _sub32(2147483647, delta):
+        return _sub32(_sub32(delta, _sub32(2147483647, base_sequence)), 1)
+    return <int32_t>(<uint32_t>base_sequence + <uint32_t>delta)
 
 
 cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
@@ -456,12 +475,11 @@ cdef class RecordBatch:
     buffer's owner mutating it; otherwise immutable.
     """
 
-    def __init__(self, buffer, Py_ssize_t position=0, *,
-                 Py_ssize_t max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
+    def __init__(self, buffer, position=0, *,
+                 max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
         cdef const uint8_t[::1] view = _as_view(buffer)
-        if position < 0 or position > view.shape[0]:
-            raise ValueError(f"position {position} is outside the buffer")
-        self._init(view, position, max_decompressed_bytes)
+        self._init(view, _check_position(position, view.shape[0]),
+                   _limit(max_decompressed_bytes))
 
     cdef int _init(self, const uint8_t[::1] view, Py_ssize_t position,
                    Py_ssize_t limit) except -1:
@@ -537,12 +555,7 @@ cdef class RecordBatch:
 
     @property
     def last_sequence(self):
-        # Kafka's DefaultRecordBatch.incrementSequence: wraps past INT32_MAX to 0
-        if self.base_sequence == -1:
-            return -1
-        if self.base_sequence > INT32_MAX_ - self.last_offset_delta:
-            return self.last_offset_delta - (INT32_MAX_ - self.base_sequence) - 1
-        return self.base_sequence + self.last_offset_delta
+        return _last_sequence(self.base_sequence, self.last_offset_delta)
 
     def compute_crc(self):
         """CRC-32C of bytes [21, end), as stored in a valid batch."""
@@ -608,7 +621,6 @@ cdef class _RecordIterator:
     cdef bint _log_append
     cdef object _ts_type
     cdef Py_ssize_t _where
-    cdef bint _done
 
     @staticmethod
     cdef _RecordIterator _new(RecordBatch batch, object data):
@@ -624,31 +636,31 @@ cdef class _RecordIterator:
         it._log_append = (batch.attributes & TIMESTAMP_TYPE_MASK) != 0
         it._ts_type = _TS_TYPES[it._log_append]
         it._where = batch.position
-        it._done = False
         return it
 
     def __iter__(self):
         return self
 
     def __next__(self):
+        # _remaining is -1 once the iteration has ended, by exhaustion or by an
+        # error: like a generator, it then only raises StopIteration
         cdef RecordSpan span
         cdef int64_t ts
-        if self._remaining <= 0:
-            if not self._done:
-                self._done = True
-                if self._pos != self._end:
-                    raise CorruptRecordError(
-                        "Incorrect declared batch size, records still remaining in file",
-                        position=self._where, offset=self._base_offset)
+        cdef int32_t remaining = self._remaining
+        if remaining <= 0:
+            self._remaining = -1
+            if remaining == 0 and self._pos != self._end:
+                raise CorruptRecordError(
+                    "Incorrect declared batch size, records still remaining in file",
+                    position=self._where, offset=self._base_offset)
             raise StopIteration
+        self._remaining = -1
         if self._pos >= self._end:
-            self._remaining = 0
-            self._done = True
             raise CorruptRecordError("Incorrect declared batch size, premature EOF reached",
                                      position=self._where, offset=self._base_offset)
         parse_record(self._ptr, self._pos, self._end, &span, self._where)
         self._pos = span.next_pos
-        self._remaining -= 1
+        self._remaining = remaining - 1
         ts = self._max_ts if self._log_append else _add64(self._base_ts, span.ts_delta)
         return _new_record(
             _add64(self._base_offset, span.offset_delta), ts, self._ts_type,
@@ -673,12 +685,11 @@ cdef class LegacyRecordBatch:
     with absolute offsets.
     """
 
-    def __init__(self, buffer, Py_ssize_t position=0, *,
-                 Py_ssize_t max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
+    def __init__(self, buffer, position=0, *,
+                 max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
         cdef const uint8_t[::1] view = _as_view(buffer)
-        if position < 0 or position > view.shape[0]:
-            raise ValueError(f"position {position} is outside the buffer")
-        self._init(view, position, max_decompressed_bytes)
+        self._init(view, _check_position(position, view.shape[0]),
+                   _limit(max_decompressed_bytes))
 
     cdef int _init(self, const uint8_t[::1] view, Py_ssize_t position,
                    Py_ssize_t limit) except -1:
@@ -928,12 +939,31 @@ cdef class LegacyRecordBatch:
 # -- walking a buffer of entries ---------------------------------------------------------
 
 
-cdef Py_ssize_t _end_of(const uint8_t[::1] view, Py_ssize_t start, object end) except -1:
+cdef Py_ssize_t _end_of(const uint8_t[::1] view, object start, object end) except -1:
+    # compared as Python ints first, so a huge value is a ValueError (or is
+    # clamped, for ``end``), never an OverflowError, exactly as in the pure twin
     cdef Py_ssize_t n = view.shape[0]
-    cdef Py_ssize_t e = n if end is None else min(<Py_ssize_t>end, n)
+    if not isinstance(start, int) or (end is not None and not isinstance(end, int)):
+        raise TypeError("start and end must be ints")
+    e = n if end is None or end > n else end
     if start < 0 or start > e:
         raise ValueError(f"start {start} is outside [0, {e}]")
     return e
+
+
+cdef Py_ssize_t _check_position(object position, Py_ssize_t size) except -1:
+    if not isinstance(position, int):
+        raise TypeError(f"position must be an int, not {type(position).__name__}")
+    if position < 0 or position > size:
+        raise ValueError(f"position {position} is outside the buffer")
+    return position
+
+
+cdef Py_ssize_t _limit(object limit) except? -1:
+    # a bound above what an address space holds is no bound at all
+    if not isinstance(limit, int):
+        raise TypeError(f"max_decompressed_bytes must be an int, not {type(limit).__name__}")
+    return min(limit, PY_SSIZE_T_MAX)
 
 
 cdef object _read_batch(const uint8_t[::1] view, Py_ssize_t position, Py_ssize_t limit):
@@ -962,21 +992,19 @@ cdef object _read_batch(const uint8_t[::1] view, Py_ssize_t position, Py_ssize_t
     _corrupt(f"Unsupported magic byte {magic}", position, _i64(p))
 
 
-def read_batch(buffer, Py_ssize_t position=0, *,
-               Py_ssize_t max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
+def read_batch(buffer, position=0, *, max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
     """The entry at ``position`` as a :class:`RecordBatch` or :class:`LegacyRecordBatch`.
 
     Raises :class:`CorruptRecordError` when fewer than 17 bytes remain, the
     size field is below 14, the entry is incomplete, or the magic is not 0-2.
     """
     cdef const uint8_t[::1] view = _as_view(buffer)
-    if position < 0 or position > view.shape[0]:
-        raise ValueError(f"position {position} is outside the buffer")
-    return _read_batch(view, position, max_decompressed_bytes)
+    return _read_batch(view, _check_position(position, view.shape[0]),
+                       _limit(max_decompressed_bytes))
 
 
-def iter_batches(buffer, Py_ssize_t start=0, end=None, *, bint validate=True,
-                 Py_ssize_t max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
+def iter_batches(buffer, start=0, end=None, *, bint validate=True,
+                 max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
     """Yield every entry of ``buffer[start:end]`` as a batch object.
 
     Follows Kafka's ``FileLogInputStream``: fewer than 18 bytes left, or an
@@ -987,7 +1015,7 @@ def iter_batches(buffer, Py_ssize_t start=0, end=None, *, bint validate=True,
     """
     cdef const uint8_t[::1] view = _as_view(buffer)
     cdef Py_ssize_t stop = _end_of(view, start, end)
-    return _BatchIterator._new(view[:stop], start, validate, max_decompressed_bytes)
+    return _BatchIterator._new(view[:stop], start, validate, _limit(max_decompressed_bytes))
 
 
 @cython.final
@@ -1127,7 +1155,7 @@ cdef object _scan_entry(const uint8_t* p, Py_ssize_t pos, int32_t size, bint val
     return CorruptRecordError(f"Unsupported magic byte {magic}", position=pos, offset=offset)
 
 
-def scan_batches(buffer, Py_ssize_t start=0, end=None, *, bint validate=True):
+def scan_batches(buffer, start=0, end=None, *, bint validate=True):
     """Walk the entries of ``buffer[start:end]`` reading only their headers.
 
     Never raises for bad bytes: it stops at the first entry that is
@@ -1138,7 +1166,8 @@ def scan_batches(buffer, Py_ssize_t start=0, end=None, *, bint validate=True):
     """
     cdef const uint8_t[::1] view = _as_view(buffer)
     cdef Py_ssize_t stop = _end_of(view, start, end)
-    cdef Py_ssize_t pos = start
+    cdef Py_ssize_t first = start
+    cdef Py_ssize_t pos = first
     cdef Py_ssize_t n = 0, cap = 64, i
     cdef ScanRow* rows = <ScanRow*>PyMem_Malloc(cap * sizeof(ScanRow))
     cdef ScanRow* grown
@@ -1184,7 +1213,7 @@ def scan_batches(buffer, Py_ssize_t start=0, end=None, *, bint validate=True):
         scan.position, scan.size, scan.magic = position, sizes, magic
         scan.base_offset, scan.last_offset = base, last
         scan.max_timestamp, scan.record_count = maxts, count
-        scan.valid_bytes = (rows[n - 1].position + rows[n - 1].size - start) if n else 0
+        scan.valid_bytes = (rows[n - 1].position + rows[n - 1].size - first) if n else 0
         return scan
     finally:
         PyMem_Free(rows)
@@ -1207,17 +1236,21 @@ cdef void _fill_scan(ScanRow* rows, Py_ssize_t n, int64_t[::1] position, int64_t
 # -- columnar decode ---------------------------------------------------------------------
 
 
-def decode_columns(buffer, Py_ssize_t start=0, end=None, *, bint validate=True,
+def decode_columns(buffer, start=0, end=None, *, bint validate=True,
                    bint include_control=False,
-                   Py_ssize_t max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
+                   max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
     """Decode every record of ``buffer[start:end]`` into numpy columns.
 
     Returns a dict: ``offset``, ``timestamp`` (int64), ``timestamp_type``
     (int8), ``key_offsets``/``value_offsets`` (int64, n+1 Arrow-style
     offsets into ``key_data``/``value_data``, uint8), ``key_null``/
     ``value_null`` (bool, True where null) and ``header_count`` (int32).
-    Control batches are skipped unless ``include_control``. Entry walking,
-    CRC checks and errors are those of :func:`iter_batches`.
+    Control batches are skipped unless ``include_control``. Entries are
+    walked, checked and rejected as :func:`iter_batches` does, in two
+    passes: headers, CRCs of compressed batches, inflation and legacy
+    messages first, then each uncompressed batch's CRC and records. When a
+    buffer holds several bad entries, the error raised is therefore the
+    first one in that order, not necessarily the first in the buffer.
     """
     # Pass 1 walks the headers, checks and inflates compressed payloads and
     # reads legacy messages, so that pass 2 writes into arrays allocated once.
@@ -1440,7 +1473,18 @@ cdef object _INT_BOUNDS = {16: (-(1 << 15), (1 << 15) - 1), 32: (-(1 << 31), (1 
                            64: (-(1 << 63), (1 << 63) - 1)}
 
 
+cdef int _check_attributes(object value) except? -1:
+    """Any 16-bit pattern (the field is an int16; Kafka reads it as a short)."""
+    if not isinstance(value, int):
+        raise TypeError(f"attributes must be an int, not {type(value).__name__}")
+    if not -0x8000 <= value <= 0xFFFF:
+        raise ValueError(f"attributes {value} do not fit 16 bits")
+    return value & 0xFFFF
+
+
 cdef object _check_int(object value, int bits, str what):
+    if not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
     lo, hi = _INT_BOUNDS[bits]
     if not lo <= value <= hi:
         raise ValueError(f"{what} {value} is outside the int{bits} range")
@@ -1607,7 +1651,7 @@ cdef int _fill_item(EncItem* item, object rec, int64_t default_ts, list keep) ex
     return 0
 
 
-def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, int attributes=0,
+def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, attributes=0,
                     producer_id=-1, producer_epoch=-1, base_sequence=-1, default_timestamp=-1,
                     max_timestamp=None, last_offset_delta=None, offsets=None,
                     delete_horizon_ms=None, compress=None):
@@ -1628,10 +1672,17 @@ def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, int attri
     """
     cdef int64_t c_base_offset = _check_int(base_offset, 64, "base offset")
     cdef int32_t c_epoch = _check_int(partition_leader_epoch, 32, "partition leader epoch")
+    cdef int c_attributes = _check_attributes(attributes)
     cdef int64_t c_pid = _check_int(producer_id, 64, "producer id")
     cdef int16_t c_pepoch = _check_int(producer_epoch, 16, "producer epoch")
     cdef int32_t c_seq = _check_int(base_sequence, 32, "base sequence")
     cdef int64_t c_default_ts = _check_int(default_timestamp, 64, "timestamp")
+    if max_timestamp is not None:
+        _check_int(max_timestamp, 64, "max timestamp")
+    if last_offset_delta is not None:
+        _check_int(last_offset_delta, 32, "last offset delta")
+    if delete_horizon_ms is not None:
+        _check_int(delete_horizon_ms, 64, "delete horizon")
     cdef list seq = records if type(records) is list else list(records)
     cdef Py_ssize_t n = len(seq), i
     cdef list offs = None
@@ -1647,9 +1698,9 @@ def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, int attri
         offs = list(offsets)
         if len(offs) != n:
             raise ValueError(f"{len(offs)} offsets given for {n} records")
-    attributes &= 0x3F
+    c_attributes &= 0x3F  # bit 6 is ours to set; bits 7-15 are unused and written as 0
     if delete_horizon_ms is not None:
-        attributes |= DELETE_HORIZON_MASK
+        c_attributes |= DELETE_HORIZON_MASK
     items = <EncItem*>PyMem_Malloc((n if n else 1) * sizeof(EncItem))
     if items == NULL:
         raise MemoryError()
@@ -1661,6 +1712,7 @@ def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, int attri
             if offs is None:
                 delta = i
             else:
+                _check_int(offs[i], 64, "offset")
                 d = offs[i] - base_offset
                 if not 0 <= d <= INT32_MAX_ or d <= prev:
                     raise ValueError(
@@ -1670,21 +1722,19 @@ def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, int attri
             item.delta = <int32_t>delta
             prev = delta
         if n:
-            base_ts = items[0].ts if delete_horizon_ms is None else \
-                _check_int(delete_horizon_ms, 64, "base timestamp")
+            base_ts = items[0].ts if delete_horizon_ms is None else delete_horizon_ms
             if max_timestamp is None:
                 max_ts = items[0].ts
                 for i in range(1, n):
                     if items[i].ts > max_ts:
                         max_ts = items[i].ts
             else:
-                max_ts = _check_int(max_timestamp, 64, "max timestamp")
+                max_ts = max_timestamp
             last_delta = prev
         else:
-            max_ts = -1 if max_timestamp is None else \
-                _check_int(max_timestamp, 64, "max timestamp")
-            base_ts = max_ts if delete_horizon_ms is None else \
-                _check_int(delete_horizon_ms, 64, "base timestamp")
+            # Kafka's writeEmptyHeader: no first timestamp, the max timestamp kept
+            max_ts = -1 if max_timestamp is None else max_timestamp
+            base_ts = -1 if delete_horizon_ms is None else delete_horizon_ms
             last_delta = 0
         if last_offset_delta is not None:
             if not last_delta <= last_offset_delta <= INT32_MAX_:
@@ -1706,7 +1756,7 @@ def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, int attri
                 raise RecordTooLargeError("record does not fit Kafka's int32 size field",
                                           limit=INT32_MAX_)
             body += uvarint_size(zigzag32(<int32_t>item.size)) + item.size
-        codec = attributes & CODEC_MASK
+        codec = c_attributes & CODEC_MASK
         if codec == 0:
             total = RECORD_BATCH_OVERHEAD + body
             if total - LOG_OVERHEAD > INT32_MAX_:
@@ -1743,7 +1793,7 @@ def encode_batch_v2(records, base_offset=0, partition_leader_epoch=-1, int attri
     ks_store_be32(out + LENGTH_OFFSET, <uint32_t>(total - LOG_OVERHEAD))
     ks_store_be32(out + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>c_epoch)
     out[MAGIC_OFFSET] = 2
-    ks_store_be16(out + ATTRIBUTES_OFFSET, <uint16_t>attributes)
+    ks_store_be16(out + ATTRIBUTES_OFFSET, <uint16_t>c_attributes)
     ks_store_be32(out + LAST_OFFSET_DELTA_OFFSET, <uint32_t>last_delta)
     ks_store_be64(out + BASE_TIMESTAMP_OFFSET, <uint64_t>base_ts)
     ks_store_be64(out + MAX_TIMESTAMP_OFFSET, <uint64_t>max_ts)

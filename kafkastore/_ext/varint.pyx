@@ -24,15 +24,28 @@ cdef object _INT64_MAX = (1 << 63) - 1
 
 
 cdef int32_t _check32(object value) except? -1:
+    if not isinstance(value, int):
+        raise TypeError(f"varint value must be an int, not {type(value).__name__}")
     if not _INT32_MIN <= value <= _INT32_MAX:
         raise ValueError(f"varint value {value} is outside the int32 range")
     return <int32_t>value
 
 
 cdef int64_t _check64(object value) except? -1:
+    if not isinstance(value, int):
+        raise TypeError(f"varlong value must be an int, not {type(value).__name__}")
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"varlong value {value} is outside the int64 range")
     return <int64_t>value
+
+
+cdef Py_ssize_t _position(object pos, Py_ssize_t end) except -1:
+    # checked as a Python int first, so a huge value is a ValueError, not OverflowError
+    if not isinstance(pos, int):
+        raise TypeError(f"position must be an int, not {type(pos).__name__}")
+    if pos < 0 or pos > end:
+        raise ValueError(f"position {pos} is outside the buffer of {end} bytes")
+    return pos
 
 
 def encode_varint(value):
@@ -59,7 +72,7 @@ def size_of_varlong(value):
     return uvarint_size(zigzag64(_check64(value)))
 
 
-def decode_varint(const uint8_t[::1] buffer, Py_ssize_t pos=0):
+def decode_varint(const uint8_t[::1] buffer, object pos=0):
     """Decode a varint at ``pos``; return ``(value, next_pos)``.
 
     Raises :class:`CorruptRecordError` when the buffer ends inside the varint
@@ -67,20 +80,18 @@ def decode_varint(const uint8_t[::1] buffer, Py_ssize_t pos=0):
     """
     cdef Py_ssize_t end = buffer.shape[0]
     cdef int32_t value = 0
-    cdef Py_ssize_t n
-    if pos < 0 or pos > end:
-        raise ValueError(f"position {pos} is outside the buffer of {end} bytes")
-    n = varint_read(&buffer[0] + pos if end else NULL, end - pos, &value)
+    cdef Py_ssize_t n, at = _position(pos, end)
+    n = varint_read(&buffer[0] + at if end else NULL, end - at, &value)
     if n == 0:
-        raise CorruptRecordError("truncated varint", position=pos)
+        raise CorruptRecordError("truncated varint", position=at)
     if n < 0:
         raise CorruptRecordError(
             "Varint is too long, the most significant bit in the 5th byte is set",
-            position=pos)
-    return value, pos + n
+            position=at)
+    return value, at + n
 
 
-def decode_varlong(const uint8_t[::1] buffer, Py_ssize_t pos=0):
+def decode_varlong(const uint8_t[::1] buffer, object pos=0):
     """Decode a varlong at ``pos``; return ``(value, next_pos)``.
 
     Raises :class:`CorruptRecordError` when the buffer ends inside the varlong
@@ -88,14 +99,12 @@ def decode_varlong(const uint8_t[::1] buffer, Py_ssize_t pos=0):
     """
     cdef Py_ssize_t end = buffer.shape[0]
     cdef int64_t value = 0
-    cdef Py_ssize_t n
-    if pos < 0 or pos > end:
-        raise ValueError(f"position {pos} is outside the buffer of {end} bytes")
-    n = varlong_read(&buffer[0] + pos if end else NULL, end - pos, &value)
+    cdef Py_ssize_t n, at = _position(pos, end)
+    n = varlong_read(&buffer[0] + at if end else NULL, end - at, &value)
     if n == 0:
-        raise CorruptRecordError("truncated varlong", position=pos)
+        raise CorruptRecordError("truncated varlong", position=at)
     if n < 0:
         raise CorruptRecordError(
             "Varlong is too long, most significant bit in the 10th byte is set",
-            position=pos)
-    return value, pos + n
+            position=at)
+    return value, at + n

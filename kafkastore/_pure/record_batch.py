@@ -169,6 +169,24 @@ def _wrap64(value: int) -> int:
     return ((value + (1 << 63)) % _I64) - (1 << 63)
 
 
+def _wrap32(value: int) -> int:
+    """Java int arithmetic: wrap to int32."""
+    return ((value + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def _last_sequence(base_sequence: int, delta: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` in Java int arithmetic.
+
+    A sequence wraps past INT32_MAX back to 0; a corrupt negative delta is
+    computed exactly as Java computes it.
+    """
+    if base_sequence == -1:
+        return -1
+    if base_sequence > _wrap32(INT32_MAX - delta):
+        return _wrap32(delta - _wrap32(INT32_MAX - base_sequence) - 1)
+    return _wrap32(base_sequence + delta)
+
+
 def _inflate(codec: int, data, limit: int, magic: int, position: int):
     if _decompress is None:
         raise UnsupportedCompressionError(
@@ -392,9 +410,8 @@ class RecordBatch:
         view = memoryview(buffer)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
+        _check_position(position, len(view))
         avail = len(view) - position
-        if position < 0 or avail < 0:
-            raise ValueError(f"position {position} is outside the buffer")
         if avail < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
                 f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, "
@@ -459,12 +476,7 @@ class RecordBatch:
 
     @property
     def last_sequence(self) -> int:
-        # Kafka's DefaultRecordBatch.incrementSequence: wraps past INT32_MAX to 0
-        if self.base_sequence == -1:
-            return -1
-        if self.base_sequence > INT32_MAX - self.last_offset_delta:
-            return self.last_offset_delta - (INT32_MAX - self.base_sequence) - 1
-        return self.base_sequence + self.last_offset_delta
+        return _last_sequence(self.base_sequence, self.last_offset_delta)
 
     def compute_crc(self) -> int:
         """CRC-32C of bytes [21, end), as stored in a valid batch."""
@@ -572,9 +584,8 @@ class LegacyRecordBatch:
         view = memoryview(buffer)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
+        _check_position(position, len(view))
         avail = len(view) - position
-        if position < 0 or avail < 0:
-            raise ValueError(f"position {position} is outside the buffer")
         if avail < LOG_OVERHEAD + MIN_ENTRY_SIZE:
             raise CorruptRecordError("legacy message truncated", position=position)
         offset, size = ENTRY_PREFIX.unpack_from(view, position)
@@ -772,8 +783,17 @@ class LegacyRecordBatch:
 # -- walking a buffer of entries --------------------------------------------------
 
 
+def _check_position(position, size: int) -> None:
+    if not isinstance(position, int):
+        raise TypeError(f"position must be an int, not {type(position).__name__}")
+    if position < 0 or position > size:
+        raise ValueError(f"position {position} is outside the buffer")
+
+
 def _bounds(view, start, end):
     n = len(view)
+    if not isinstance(start, int) or (end is not None and not isinstance(end, int)):
+        raise TypeError("start and end must be ints")
     if end is None or end > n:
         end = n
     if start < 0 or start > end:
@@ -796,6 +816,7 @@ def read_batch(buffer, position: int = 0, *,
     size field is below 14, the entry is incomplete, or the magic is not 0-2.
     """
     view = _as_view(buffer)
+    _check_position(position, len(view))
     avail = len(view) - position
     if avail < HEADER_SIZE_UP_TO_MAGIC:
         raise CorruptRecordError("entry header truncated", position=position)
@@ -848,9 +869,7 @@ class BatchScan:
     included), ``magic`` (int8), ``base_offset`` (int64; -1 for a compressed
     legacy wrapper, whose first offset needs decompression), ``last_offset``
     (int64), ``max_timestamp`` (int64; -1 for magic 0), ``record_count``
-    (int32; -1 for a compressed legacy wrapper) and ``crc_valid`` (bool;
-    always True when the scan validated, since it stops at the first bad
-    entry).
+    (int32; -1 for a compressed legacy wrapper).
 
     ``valid_bytes`` counts the bytes from ``start`` up to the end of the last
     good entry. ``error`` is None when the scan reached ``end`` or stopped at
@@ -972,8 +991,12 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
     (int8), ``key_offsets``/``value_offsets`` (int64, n+1 Arrow-style
     offsets into ``key_data``/``value_data``, uint8), ``key_null``/
     ``value_null`` (bool, True where null) and ``header_count`` (int32).
-    Control batches are skipped unless ``include_control``. Entry walking,
-    CRC checks and errors are those of :func:`iter_batches`.
+    Control batches are skipped unless ``include_control``. Entries are
+    walked, checked and rejected as :func:`iter_batches` does, in two
+    passes: headers, CRCs of compressed batches, inflation and legacy
+    messages first, then each uncompressed batch's CRC and records. When a
+    buffer holds several bad entries, the error raised is therefore the
+    first one in that order, not necessarily the first in the buffer.
     """
     # Same two passes, in the same order, as the compiled kernel (so both
     # raise the same error first): pass 1 checks headers, inflates compressed
@@ -1131,7 +1154,18 @@ def _uvarint(zz: int) -> bytes:
     return bytes(out)
 
 
+def _check_attributes(value: int) -> int:
+    """Any 16-bit pattern (the field is an int16; Kafka reads it as a short)."""
+    if not isinstance(value, int):
+        raise TypeError(f"attributes must be an int, not {type(value).__name__}")
+    if not -0x8000 <= value <= 0xFFFF:
+        raise ValueError(f"attributes {value} do not fit 16 bits")
+    return value & 0xFFFF
+
+
 def _check_int(value: int, bits: int, what: str) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     if not lo <= value <= hi:
         raise ValueError(f"{what} {value} is outside the int{bits} range")
@@ -1161,17 +1195,24 @@ def encode_batch_v2(records, base_offset: int = 0, partition_leader_epoch: int =
     """
     _check_int(base_offset, 64, "base offset")
     _check_int(partition_leader_epoch, 32, "partition leader epoch")
+    _check_attributes(attributes)
     _check_int(producer_id, 64, "producer id")
     _check_int(producer_epoch, 16, "producer epoch")
     _check_int(base_sequence, 32, "base sequence")
     _check_int(default_timestamp, 64, "timestamp")
+    if max_timestamp is not None:
+        _check_int(max_timestamp, 64, "max timestamp")
+    if last_offset_delta is not None:
+        _check_int(last_offset_delta, 32, "last offset delta")
+    if delete_horizon_ms is not None:
+        _check_int(delete_horizon_ms, 64, "delete horizon")
     records = records if isinstance(records, (list, tuple)) else list(records)
     n = len(records)
     if offsets is not None:
         offsets = list(offsets)
         if len(offsets) != n:
             raise ValueError(f"{len(offsets)} offsets given for {n} records")
-    attributes &= 0x3F
+    attributes &= 0x3F  # bit 6 is ours to set; bits 7-15 are unused and written as 0
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_MASK
     items = []
@@ -1185,6 +1226,7 @@ def encode_batch_v2(records, base_offset: int = 0, partition_leader_epoch: int =
         if offsets is None:
             delta = i
         else:
+            _check_int(offsets[i], 64, "offset")
             delta = offsets[i] - base_offset
             if not 0 <= delta <= INT32_MAX or delta <= prev_delta:
                 raise ValueError(
@@ -1199,8 +1241,9 @@ def encode_batch_v2(records, base_offset: int = 0, partition_leader_epoch: int =
         max_ts = max(timestamps) if max_timestamp is None else max_timestamp
         last_delta = prev_delta
     else:
+        # Kafka's writeEmptyHeader: no first timestamp, the max timestamp kept
         max_ts = -1 if max_timestamp is None else max_timestamp
-        base_ts = max_ts if delete_horizon_ms is None else delete_horizon_ms
+        base_ts = -1 if delete_horizon_ms is None else delete_horizon_ms
         last_delta = 0
     if last_offset_delta is not None:
         if not last_delta <= last_offset_delta <= INT32_MAX:
@@ -1208,8 +1251,6 @@ def encode_batch_v2(records, base_offset: int = 0, partition_leader_epoch: int =
                 f"last offset delta {last_offset_delta} is below the last record's "
                 f"delta {last_delta} or above int32")
         last_delta = last_offset_delta
-    _check_int(base_ts, 64, "base timestamp")
-    _check_int(max_ts, 64, "max timestamp")
     body = bytearray()
     for key, value, ts, delta, hcount, hbytes in items:
         ts_delta = ts - base_ts

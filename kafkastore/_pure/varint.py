@@ -51,13 +51,20 @@ def _size_unsigned(zz: int) -> int:
     return size
 
 
+def _check_type(value, what: str) -> None:
+    if not isinstance(value, int):
+        raise TypeError(f"{what} value must be an int, not {type(value).__name__}")
+
+
 def _zigzag32(value: int) -> int:
+    _check_type(value, "varint")
     if not _INT32_MIN <= value <= _INT32_MAX:
         raise ValueError(f"varint value {value} is outside the int32 range")
     return ((value << 1) ^ (value >> 31)) & _MASK32
 
 
 def _zigzag64(value: int) -> int:
+    _check_type(value, "varlong")
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"varlong value {value} is outside the int64 range")
     return ((value << 1) ^ (value >> 63)) & _MASK64
@@ -86,6 +93,8 @@ def size_of_varlong(value: int) -> int:
 def _read(buffer, pos: int, max_shift: int, bits: int) -> tuple[int, int]:
     view = memoryview(buffer).cast("B") if not isinstance(buffer, bytes) else buffer
     end = len(view)
+    if not isinstance(pos, int):
+        raise TypeError(f"position must be an int, not {type(pos).__name__}")
     if pos < 0 or pos > end:
         raise ValueError(f"position {pos} is outside the buffer of {end} bytes")
     start = pos
