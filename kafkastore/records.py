@@ -473,6 +473,7 @@ def _legacy_message(magic: int, attributes: int, timestamp: int, key, value) -> 
 
 
 def _legacy_parts(rec) -> tuple[Any, Any, int | None]:
+    # the same record shapes, and the same errors, as the v2 kernel accepts
     if isinstance(rec, (tuple, list)):
         if not 2 <= len(rec) <= 4:
             raise TypeError("a record tuple is (key, value[, timestamp[, headers]])")
@@ -480,16 +481,31 @@ def _legacy_parts(rec) -> tuple[Any, Any, int | None]:
         ts = rec[2] if len(rec) > 2 else None
         headers = rec[3] if len(rec) > 3 else None
     else:
-        key, value = rec.key, rec.value
+        try:
+            key, value = rec.key, rec.value
+        except AttributeError:
+            raise TypeError(
+                "a record is a (key, value[, timestamp[, headers]]) tuple or an object "
+                f"with key and value attributes, not {type(rec).__name__}") from None
         ts = getattr(rec, "timestamp", None)
         headers = getattr(rec, "headers", None)
+    if ts is not None and not isinstance(ts, int):
+        raise TypeError(f"record timestamp must be an int or None, not {type(ts).__name__}")
     if headers:
         raise ValueError("magic 0 and 1 messages cannot carry headers")
-    for part in (key, value):
-        if part is not None and not isinstance(part, (bytes, bytearray, memoryview)):
-            raise TypeError(f"record key and value must be bytes-like or None, not "
-                            f"{type(part).__name__}")
-    return (None if key is None else bytes(key), None if value is None else bytes(value), ts)
+    parts = []
+    for what, part in (("key", key), ("value", value)):
+        if part is None or isinstance(part, bytes):
+            parts.append(part)
+        elif isinstance(part, str):
+            raise TypeError(f"record {what} must be bytes-like or None, not str")
+        else:
+            try:
+                parts.append(bytes(memoryview(part)))
+            except TypeError:
+                raise TypeError(f"record {what} must be bytes-like or None, not "
+                                f"{type(part).__name__}") from None
+    return parts[0], parts[1], ts
 
 
 def _encode_legacy(records, magic, base_offset, codec, level, ts_type, timestamp,

@@ -97,6 +97,7 @@ __all__ = [
     "decode_columns",
     "encode_batch_v2",
     "set_decompressor",
+    "set_column_pool_limit",
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
 ]
 
@@ -162,6 +163,22 @@ def set_decompressor(fn) -> None:
     """
     global _decompress
     _decompress = fn
+
+
+_pool_limit = 256 * 1024 * 1024
+
+
+def set_column_pool_limit(limit):
+    """Bound the memory :func:`decode_columns` keeps for reuse; return the old bound.
+
+    The compiled kernel reuses the pages of large freed column buffers; the
+    pure twin allocates with numpy every time and only records the bound.
+    """
+    global _pool_limit
+    if not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"pool limit must be a non-negative int, not {limit!r}")
+    old, _pool_limit = _pool_limit, limit
+    return old
 
 
 def _wrap64(value: int) -> int:
