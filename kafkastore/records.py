@@ -60,6 +60,7 @@ __all__ = [
     "read_batch",
     "scan_batches",
     "decode_columns",
+    "set_column_pool_limit",
     "encode_batch",
     "encode_control_batch",
     "parse_control_record",
@@ -272,6 +273,18 @@ def decode_columns(
     return RecordColumns(_rb.decode_columns(
         buffer, start, end, validate=validate, include_control=include_control,
         max_decompressed_bytes=max_decompressed_bytes))
+
+
+def set_column_pool_limit(limit: int) -> int:
+    """Bound the memory :func:`decode_columns` keeps for reuse; return the old bound.
+
+    Large column buffers of results that have been freed keep their pages
+    and serve the next call, so decoding segment after segment does not
+    fault in and zero fresh memory each time. ``limit`` counts written bytes
+    (default 256 MiB); 0 turns the pool off and releases what it holds. A
+    result that is still referenced never shares memory with a new one.
+    """
+    return _rb.set_column_pool_limit(limit)
 
 
 # -- control records --------------------------------------------------------------

@@ -1349,6 +1349,11 @@ def set_column_pool_limit(limit):
     return old
 
 
+def _column_pool_retained():
+    """Bytes of written pages the pool holds (for tests)."""
+    return _pool_retained
+
+
 cdef void _pool_trim() noexcept:
     global _pool_retained
     cdef size_t address

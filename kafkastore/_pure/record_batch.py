@@ -181,6 +181,11 @@ def set_column_pool_limit(limit):
     return old
 
 
+def _column_pool_retained():
+    """Bytes of written pages the pool holds (for tests): none in the pure twin."""
+    return 0
+
+
 def _wrap64(value: int) -> int:
     """Java long arithmetic: wrap to int64."""
     return ((value + (1 << 63)) % _I64) - (1 << 63)
