@@ -12,7 +12,8 @@ KAFKASTORE_NO_EXTENSIONS=1
     pure mode (read by kafkastore._kernels); here it only decides whether a missing
     compiled kernel is a skip or a failure.
 KAFKASTORE_VECTORS
-    directory of the shared Kafka reference vectors (default: ../shared/vectors).
+    directory of the Kafka reference vectors (default: ../shared/vectors, else the copy
+    in tests/data/vectors; see tests/_vectors.py).
 HYPOTHESIS_PROFILE=default|ci|expensive
 """
 
@@ -161,13 +162,12 @@ def _fail_on_unraisable_exception():
 
 @pytest.fixture(scope="session")
 def vectors_dir() -> Path:
-    """The shared Kafka reference vectors (see their README.md)."""
-    configured = os.environ.get("KAFKASTORE_VECTORS")
-    if configured:
-        path = Path(configured)
-        if not path.is_dir():
-            pytest.fail(f"KAFKASTORE_VECTORS={configured} is not a directory", pytrace=False)
-        return path
+    """The Kafka reference vectors (see their README.md and tests/_vectors.py)."""
+    from _vectors import CONFIGURED, VECTORS
+
+    if VECTORS is None:
+        pytest.fail(f"KAFKASTORE_VECTORS={CONFIGURED} holds no MANIFEST.json", pytrace=False)
+    return VECTORS
     path = REPO.parent / "shared" / "vectors"
     if not path.is_dir():
         pytest.skip("shared vectors not available")

@@ -1078,20 +1078,9 @@ def test_concurrent_use_from_threads():
 # -------------------------------------------------------------- real vectors
 
 
-_VECTORS_ENV = os.environ.get("KAFKASTORE_VECTORS")
+from _vectors import CONFIGURED as _VECTORS_ENV  # noqa: E402
+from _vectors import VECTORS  # noqa: E402
 
-
-def _vectors_dir() -> Path | None:
-    # Same rule as tests/conftest.py: an explicit KAFKASTORE_VECTORS wins (and
-    # must exist); otherwise ../shared/vectors next to the repository.
-    if _VECTORS_ENV:
-        path = Path(_VECTORS_ENV)
-    else:
-        path = Path(__file__).resolve().parents[1].parent / "shared" / "vectors"
-    return path if (path / "batches").is_dir() else None
-
-
-VECTORS = _vectors_dir()
 needs_vectors = pytest.mark.skipif(
     VECTORS is None, reason="reference vectors not found (set KAFKASTORE_VECTORS)"
 )
@@ -1099,7 +1088,7 @@ needs_vectors = pytest.mark.skipif(
 
 def test_vectors_env_points_at_vectors():
     if _VECTORS_ENV and VECTORS is None:
-        pytest.fail(f"KAFKASTORE_VECTORS={_VECTORS_ENV} holds no batches/ directory")
+        pytest.fail(f"KAFKASTORE_VECTORS={_VECTORS_ENV} holds no MANIFEST.json")
 
 
 def _v2_batches(buf: bytes):

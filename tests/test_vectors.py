@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import crc32c
@@ -23,10 +22,11 @@ from kafkastore import compression
 from kafkastore.errors import CorruptRecordError, InvalidCrcError
 from kafkastore.records import parse_control_record
 
-REPO = Path(__file__).resolve().parents[1]
+from _vectors import VECTORS  # noqa: E402
+
 # Only used to name the parametrised cases at collection time; every test reads the files
 # through the ``vectors_dir`` fixture, which skips when the vectors are absent.
-_COLLECT_DIR = Path(os.environ.get("KAFKASTORE_VECTORS") or REPO.parent / "shared" / "vectors")
+_COLLECT_DIR = VECTORS if VECTORS is not None else Path("/nonexistent")
 
 
 def _manifest_paths(section: str) -> list[str]:

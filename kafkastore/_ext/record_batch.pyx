@@ -1501,19 +1501,30 @@ cdef class _Columns:
         cdef int64_t base_ts = batch.first_timestamp, max_ts = batch.max_timestamp
         # raw pointers, loaded once: the uint8 stores below may alias anything,
         # so through the memoryviews every store would reload every base pointer
-        cdef int64_t* offset = &self._offset[0]
-        cdef int64_t* timestamp = &self._timestamp[0]
-        cdef int8_t* ts_types = &self._ts_type[0]
-        cdef int32_t* hcount = &self._hcount[0]
-        cdef uint8_t* key_null = &self._key_null[0]
-        cdef uint8_t* value_null = &self._value_null[0]
-        cdef int64_t* key_offsets = &self._key_offsets[0]
-        cdef int64_t* value_offsets = &self._value_offsets[0]
-        cdef uint8_t* key_data = &self._key_data[0]
-        cdef uint8_t* value_data = &self._value_data[0]
+        cdef int64_t* offset = NULL
+        cdef int64_t* timestamp = NULL
+        cdef int8_t* ts_types = NULL
+        cdef int32_t* hcount = NULL
+        cdef uint8_t* key_null = NULL
+        cdef uint8_t* value_null = NULL
+        cdef int64_t* key_offsets = NULL
+        cdef int64_t* value_offsets = NULL
+        cdef uint8_t* key_data = NULL
+        cdef uint8_t* value_data = NULL
         cdef Py_ssize_t key_used = self.key_used, value_used = self.value_used
         if remaining > self.cap - i:  # pass 1 sized the arrays from these same counts
             raise RuntimeError("column arrays smaller than the records counted")
+        if remaining > 0:  # (with no records the arrays may be empty: no [0] to take)
+            offset = &self._offset[0]
+            timestamp = &self._timestamp[0]
+            ts_types = &self._ts_type[0]
+            hcount = &self._hcount[0]
+            key_null = &self._key_null[0]
+            value_null = &self._value_null[0]
+            key_offsets = &self._key_offsets[0]
+            value_offsets = &self._value_offsets[0]
+            key_data = &self._key_data[0]
+            value_data = &self._value_data[0]
         while remaining > 0:
             if pos >= end:
                 _corrupt("Incorrect declared batch size, premature EOF reached", where,
