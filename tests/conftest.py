@@ -129,6 +129,16 @@ def impl(request: pytest.FixtureRequest) -> types.SimpleNamespace:
     return types.SimpleNamespace(name=request.param, **modules)
 
 
+@pytest.fixture
+def rb(impl: types.SimpleNamespace) -> types.ModuleType:
+    """The record_batch kernel of one implementation, with kafkastore's codecs installed
+    as its decompressor."""
+    from _helpers import decompress
+
+    impl.record_batch.set_decompressor(decompress)
+    return impl.record_batch
+
+
 @pytest.fixture(autouse=True)
 def _fail_on_unraisable_exception():
     """Fail a test during which Python reported an unraisable exception.

@@ -9,8 +9,6 @@ errors (type, message, position, offset).
 
 from __future__ import annotations
 
-import importlib
-import os
 import struct
 import zlib
 
@@ -23,6 +21,7 @@ from hypothesis import strategies as st
 from kafkastore import compression
 from kafkastore import records as R
 
+from _helpers import outcome, record_batch_pair, walk_outcomes
 from strategies import (
     CODECS,
     I16_MAX,
@@ -44,12 +43,6 @@ from strategies import (
     scaled,
 )
 
-PURE_MODE = os.environ.get("KAFKASTORE_NO_EXTENSIONS", "") not in ("", "0")
-
-
-def _decompress(codec, data, max_size, magic):
-    return compression.decompress(codec, data, max_size=max_size, magic=magic)
-
 
 def _compress(codec):
     def compress(view, _codec=int(codec)):
@@ -60,17 +53,8 @@ def _compress(codec):
 @pytest.fixture(scope="module")
 def kernels():
     """``(ext, pure)``: the two record_batch kernels, each with the decompressor installed."""
-    pure = importlib.import_module("kafkastore._pure.record_batch")
-    try:
-        ext = importlib.import_module("kafkastore._ext.record_batch")
-    except ImportError as exc:
-        if PURE_MODE:
-            pytest.skip(f"compiled extensions not built ({exc}) and KAFKASTORE_NO_EXTENSIONS "
-                        "is set")
-        pytest.fail(f"cannot import kafkastore._ext.record_batch: {exc!r}", pytrace=False)
+    pure, ext = record_batch_pair()
     assert ext is not pure
-    for mod in (ext, pure):
-        mod.set_decompressor(_decompress)
     return ext, pure
 
 
@@ -84,10 +68,7 @@ def _error(exc) -> tuple:
 
 
 def _call(fn, *args, **kw):
-    try:
-        return ("ok", fn(*args, **kw))
-    except Exception as exc:  # noqa: BLE001 - the error is part of the transcript
-        return _error(exc)
+    return outcome(lambda: fn(*args, **kw), _error)
 
 
 def _value(v):
@@ -110,10 +91,7 @@ LEGACY_FIELDS = BATCH_FIELDS + ("timestamp", "key", "value")
 
 
 def _attr(obj, name):
-    try:
-        return ("ok", _value(getattr(obj, name)))
-    except Exception as exc:  # noqa: BLE001
-        return _error(exc)
+    return outcome(lambda: _value(getattr(obj, name)), _error)
 
 
 def batch_transcript(batch) -> list:
@@ -136,13 +114,7 @@ def record_transcript(rec) -> tuple:
 
 
 def iter_transcript(mod, buf, **kw) -> list:
-    out = []
-    try:
-        for batch in mod.iter_batches(buf, **kw):
-            out.append(batch_transcript(batch))
-    except Exception as exc:  # noqa: BLE001
-        out.append(_error(exc))
-    return out
+    return walk_outcomes(mod, buf, batch_transcript, _error, **kw)
 
 
 def columns_transcript(mod, buf, **kw):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import struct
 import time
 import tracemalloc
@@ -27,8 +26,20 @@ from hypothesis import strategies as st
 from kafkastore import compression
 from kafkastore.errors import CorruptRecordError, KafkaStoreError, RecordTooLargeError
 
+from _helpers import (
+    PURE_MODE,
+    decompress,
+    framed,
+    legacy,
+    rec,
+    uvarint,
+    v2_batch,
+    varint,
+    varlong,
+    zz,
+)
+
 REPO = Path(__file__).resolve().parents[1]
-PURE_MODE = os.environ.get("KAFKASTORE_NO_EXTENSIONS", "") not in ("", "0")
 MIB = 1 << 20
 INT32_MAX = (1 << 31) - 1
 FIXTURE_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -38,10 +49,6 @@ FIXTURE_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
 def examples(n: int) -> int:
     """``n`` under the default profile; more under the ci/expensive profiles."""
     return max(n, settings.default.max_examples)
-
-
-def _decompress(codec, data, max_size, magic):
-    return compression.decompress(codec, data, max_size=max_size, magic=magic)
 
 
 def _kernels():
@@ -55,7 +62,7 @@ def _kernels():
             if name == "cython" and PURE_MODE:
                 continue
             raise
-        rb.set_decompressor(_decompress)
+        rb.set_decompressor(decompress)
         out.append((name, rb, vi))
     return out
 
@@ -65,66 +72,7 @@ def kernels():
     return _kernels()
 
 
-@pytest.fixture
-def rb(impl):
-    impl.record_batch.set_decompressor(_decompress)
-    return impl.record_batch
-
-
 # == builders =============================================================================
-
-
-def zz(v, bits):
-    return ((v << 1) ^ (v >> (bits - 1))) & ((1 << bits) - 1)
-
-
-def uvarint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def varint(v):
-    return uvarint(zz(v, 32))
-
-
-def varlong(v):
-    return uvarint(zz(v, 64))
-
-
-def framed(body):
-    return varint(len(body)) + body
-
-
-def rec(offset_delta=0, key=b"k", value=b"v"):
-    body = b"\x00" + varlong(0) + varint(offset_delta)
-    for part in (key, value):
-        body += varint(-1) if part is None else varint(len(part)) + part
-    return framed(body + varint(0))
-
-
-def v2_batch(records=b"", *, count=0, attributes=0, base_offset=0, lod=0, first_ts=0,
-             max_ts=0, pid=-1, pepoch=-1, bseq=-1, epoch=-1, batch_length=None, crc=None):
-    body = struct.pack(">Hiqqqhii", attributes & 0xFFFF, lod, first_ts, max_ts, pid, pepoch,
-                       bseq, count) + records
-    crc = crc32c.crc32c(body) if crc is None else crc
-    length = 9 + len(body) if batch_length is None else batch_length
-    return struct.pack(">qiiBI", base_offset, length, epoch, 2, crc) + body
-
-
-def legacy(magic, offset, key, value, *, attributes=0, timestamp=0, key_len=None,
-           value_len=None, size=None):
-    body = bytes([magic, attributes & 0xFF])
-    if magic == 1:
-        body += struct.pack(">q", timestamp)
-    for part, declared in ((key, key_len), (value, value_len)):
-        n = (-1 if part is None else len(part)) if declared is None else declared
-        body += struct.pack(">i", n) + (part or b"")
-    msg = struct.pack(">I", zlib.crc32(body)) + body
-    return struct.pack(">qi", offset, len(msg) if size is None else size) + msg
 
 
 def fix_crcs(data: bytes) -> bytes:
@@ -288,8 +236,8 @@ def entry_shaped(draw):
             n = draw(st.integers(0, 6))
             records = b"".join(
                 draw(st.one_of(
-                    st.builds(rec, st.integers(-3, 5), st.none() | st.binary(max_size=8),
-                              st.none() | st.binary(max_size=8)),
+                    st.builds(rec, st.integers(-3, 5), key=st.none() | st.binary(max_size=8),
+                              value=st.none() | st.binary(max_size=8)),
                     st.binary(max_size=24).map(framed),
                     st.binary(max_size=24)))
                 for _ in range(n))
@@ -300,7 +248,7 @@ def entry_shaped(draw):
                                    st.integers(-(1 << 31), INT32_MAX)))
             attrs = codec | draw(st.sampled_from([0, 0x08, 0x10, 0x20, 0x30, 0x40, 0xFF00]))
             entry = v2_batch(records, count=count, attributes=attrs,
-                             lod=draw(st.integers(-(1 << 31), INT32_MAX)),
+                             last_offset_delta=draw(st.integers(-(1 << 31), INT32_MAX)),
                              base_offset=draw(st.integers(-(1 << 63), (1 << 63) - 1)),
                              first_ts=draw(st.integers(-(1 << 63), (1 << 63) - 1)),
                              bseq=draw(st.integers(-(1 << 31), INT32_MAX)))

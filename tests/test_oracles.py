@@ -55,32 +55,33 @@ ORACLE_SETTINGS = scaled(0.25)
 # -- the oracles, each skipped with a reason when it is not installed ---------------------
 
 
-@pytest.fixture(scope="module")
-def kafka_python():
-    pytest.importorskip("kafka", reason="kafka-python is not installed")
-    ns = types.SimpleNamespace(
-        records=importlib.import_module("kafka.record"),
-        default=importlib.import_module("kafka.record.default_records"),
-        legacy=importlib.import_module("kafka.record.legacy_records"),
-        codec=importlib.import_module("kafka.codec"),
-    )
+def _oracle(package: str, reason: str, **modules: str) -> types.SimpleNamespace:
+    """The oracle's modules by attribute (one must be ``codec``), and ``has[codec]``: whether
+    its library for that codec is installed. Skips with ``reason`` without ``package``."""
+    pytest.importorskip(package, reason=reason)
+    ns = types.SimpleNamespace(**{name: importlib.import_module(module)
+                                  for name, module in modules.items()})
     ns.has = {NONE: True, GZIP: ns.codec.has_gzip(), SNAPPY: ns.codec.has_snappy(),
               LZ4: ns.codec.has_lz4(), ZSTD: ns.codec.has_zstd()}
     return ns
+
+
+@pytest.fixture(scope="module")
+def kafka_python():
+    return _oracle("kafka", "kafka-python is not installed",
+                   records="kafka.record",
+                   default="kafka.record.default_records",
+                   legacy="kafka.record.legacy_records",
+                   codec="kafka.codec")
 
 
 @pytest.fixture(scope="module")
 def aiokafka_records():
-    pytest.importorskip("aiokafka", reason="aiokafka is not installed")
-    ns = types.SimpleNamespace(
-        default=importlib.import_module("aiokafka.record.default_records"),
-        legacy=importlib.import_module("aiokafka.record.legacy_records"),
-        memory=importlib.import_module("aiokafka.record.memory_records"),
-        codec=importlib.import_module("aiokafka.codec"),
-    )
-    ns.has = {NONE: True, GZIP: ns.codec.has_gzip(), SNAPPY: ns.codec.has_snappy(),
-              LZ4: ns.codec.has_lz4(), ZSTD: ns.codec.has_zstd()}
-    return ns
+    return _oracle("aiokafka", "aiokafka is not installed",
+                   default="aiokafka.record.default_records",
+                   legacy="aiokafka.record.legacy_records",
+                   memory="aiokafka.record.memory_records",
+                   codec="aiokafka.codec")
 
 
 def _need(oracle, codec):
@@ -236,12 +237,9 @@ def test_kafka_python_reads_our_v2(kafka_python, codec, case):
     check_peer_v2_batch(batch, case, codec, leader_epoch_attr="leader_epoch")
 
 
-@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4], ids=lambda c: c.name.lower())
-@pytest.mark.parametrize("magic", [0, 1])
-@ORACLE_SETTINGS
-@given(data=st.data())
-def test_kafka_python_reads_our_legacy(kafka_python, magic, codec, data):
-    _need(kafka_python, codec)
+def _draw_our_legacy(data, magic, codec):
+    """``(specs, buf, expected)``: a magic 0/1 batch kafkastore encodes from drawn records,
+    and the records a peer should read back (no timestamp spelled None, as the peers do)."""
     specs, default_ts = data.draw(record_specs(min_size=1, max_size=6, with_headers=False))
     ts_type = data.draw(st.sampled_from(TIMESTAMP_TYPES))
     max_ts = data.draw(st.one_of(st.none(), st.integers(0, 1 << 50))) if ts_type else None
@@ -249,6 +247,18 @@ def test_kafka_python_reads_our_legacy(kafka_python, magic, codec, data):
     buf = R.encode_batch([(s.key, s.value, s.timestamp) for s in specs], magic=magic,
                          compression=codec, base_offset=base, timestamp_type=ts_type,
                          timestamp=default_ts, max_timestamp=max_ts)
+    expected = expected_legacy(specs, magic=magic, base=base, default_ts=default_ts,
+                               ts_type=ts_type, max_ts=max_ts, none_ts=None, none_type=None)
+    return specs, buf, expected
+
+
+@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4], ids=lambda c: c.name.lower())
+@pytest.mark.parametrize("magic", [0, 1])
+@ORACLE_SETTINGS
+@given(data=st.data())
+def test_kafka_python_reads_our_legacy(kafka_python, magic, codec, data):
+    _need(kafka_python, codec)
+    specs, buf, expected = _draw_our_legacy(data, magic, codec)
     mem = kafka_python.records.MemoryRecords(buf)
     got = []
     n_batches = 0
@@ -264,9 +274,7 @@ def test_kafka_python_reads_our_legacy(kafka_python, magic, codec, data):
                         list(rec.headers)))
     assert n_batches == (len(specs) if codec == NONE else 1)
     # kafka-python spells "no timestamp" (magic 0) as None
-    assert got == expected_legacy(specs, magic=magic, base=base, default_ts=default_ts,
-                                  ts_type=ts_type, max_ts=max_ts, none_ts=None,
-                                  none_type=None)
+    assert got == expected
 
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4], ids=lambda c: c.name.lower())
@@ -366,15 +374,7 @@ LEGACY_IDS = [f"v{m}-{c.name.lower()}" for m, c in AIOKAFKA_LEGACY]
 @given(data=st.data())
 def test_aiokafka_reads_our_legacy(aiokafka_records, magic, codec, data):
     _need(aiokafka_records, codec)
-    specs, default_ts = data.draw(record_specs(min_size=1, max_size=6, with_headers=False))
-    ts_type = data.draw(st.sampled_from(TIMESTAMP_TYPES))
-    max_ts = data.draw(st.one_of(st.none(), st.integers(0, 1 << 50))) if ts_type else None
-    base = data.draw(base_offsets)
-    buf = R.encode_batch([(s.key, s.value, s.timestamp) for s in specs], magic=magic,
-                         compression=codec, base_offset=base, timestamp_type=ts_type,
-                         timestamp=default_ts, max_timestamp=max_ts)
-    expected = expected_legacy(specs, magic=magic, base=base, default_ts=default_ts,
-                               ts_type=ts_type, max_ts=max_ts, none_ts=None, none_type=None)
+    _, buf, expected = _draw_our_legacy(data, magic, codec)
     for name, _, legacy_cls, _, _ in _aiokafka_impls(aiokafka_records):
         got = []
         for entry, entry_magic in _entries(buf):

@@ -22,6 +22,7 @@ from kafkastore import compression
 from kafkastore.errors import CorruptRecordError, InvalidCrcError
 from kafkastore.records import parse_control_record
 
+from _helpers import column_rows
 from _vectors import VECTORS  # noqa: E402
 
 # Only used to name the parametrised cases at collection time; every test reads the files
@@ -42,16 +43,6 @@ SEGMENT_PATHS = _manifest_paths("segments")
 TS_TYPES = {"CreateTime": 0, "LogAppendTime": 1, None: -1}
 NEGATIVE = ("v2_bad_crc_payload_bitflip.bin", "v2_batch_length_too_small.bin",
             "v2_truncated_tail.bin", "v2_unknown_magic_3.bin")
-
-
-def _decompress(codec, data, max_size, magic):
-    return compression.decompress(codec, data, max_size=max_size, magic=magic)
-
-
-@pytest.fixture
-def rb(impl):
-    impl.record_batch.set_decompressor(_decompress)
-    return impl.record_batch
 
 
 def sha256(data: bytes) -> str:
@@ -218,30 +209,35 @@ def test_vector_decodes_as_its_sidecar_says(rb, vectors_dir, manifest, path):
         assert batch.to_bytes() == data[exp["position"]:exp["position"] + exp["sizeInBytes"]]
 
 
+def expected_row(r):
+    """A sidecar / jsonl record as a :func:`_helpers.column_rows` row."""
+    return (r["offset"], -1 if r["timestamp"] is None else r["timestamp"],
+            TS_TYPES[r["timestampType"]], b64(r["key"]), b64(r["value"]), len(r["headers"]))
+
+
 def expected_rows(sidecar, include_control=True):
     rows = []
     for exp in sidecar["batches"]:
         if exp.get("isControl") and not include_control:
             continue
         for r in exp["records"]:
-            rows.append((r["offset"], -1 if r["timestamp"] is None else r["timestamp"],
-                         TS_TYPES[r["timestampType"]], b64(r["key"]), b64(r["value"]),
-                         len(r["headers"])))
+            rows.append(expected_row(r))
     return rows
 
 
-def column_rows(cols):
-    rows = []
-    for i in range(len(cols["offset"])):
-        def item(name):
-            if cols[name + "_null"][i]:
-                return None
-            offs = cols[name + "_offsets"]
-            return cols[name + "_data"][offs[i]:offs[i + 1]].tobytes()
-        rows.append((int(cols["offset"][i]), int(cols["timestamp"][i]),
-                     int(cols["timestamp_type"][i]), item("key"), item("value"),
-                     int(cols["header_count"][i])))
-    return rows
+def check_scan_columns(scan, table, record_count):
+    """The scan's columns against the sidecar's batch table; ``record_count(b)`` is the
+    expected count of an uncompressed batch (a compressed legacy wrapper's is -1)."""
+    assert scan.position.tolist() == [b["position"] for b in table]
+    assert scan.size.tolist() == [b["sizeInBytes"] for b in table]
+    assert scan.magic.tolist() == [b["magic"] for b in table]
+    assert scan.last_offset.tolist() == [b["lastOffset"] for b in table]
+    assert scan.max_timestamp.tolist() == [b["maxTimestamp"] for b in table]
+    compressed_legacy = [b["magic"] < 2 and b["compression"] != "none" for b in table]
+    assert scan.base_offset.tolist() == [
+        -1 if c else b.get("baseOffset", b.get("offset")) for b, c in zip(table, compressed_legacy)]
+    assert scan.record_count.tolist() == [
+        -1 if c else record_count(b) for b, c in zip(table, compressed_legacy)]
 
 
 @pytest.mark.parametrize("path", VECTOR_PATHS)
@@ -260,16 +256,7 @@ def test_vector_scan(rb, vectors_dir, manifest, path):
     scan = rb.scan_batches(data)
     exp = sidecar["batches"]
     assert scan.error is None and scan.valid_bytes == len(data) and not scan.truncated
-    assert scan.position.tolist() == [b["position"] for b in exp]
-    assert scan.size.tolist() == [b["sizeInBytes"] for b in exp]
-    assert scan.magic.tolist() == [b["magic"] for b in exp]
-    assert scan.last_offset.tolist() == [b["lastOffset"] for b in exp]
-    assert scan.max_timestamp.tolist() == [b["maxTimestamp"] for b in exp]
-    compressed_legacy = [b["magic"] < 2 and b["compression"] != "none" for b in exp]
-    assert scan.base_offset.tolist() == [
-        -1 if c else b.get("baseOffset", b.get("offset")) for b, c in zip(exp, compressed_legacy)]
-    assert scan.record_count.tolist() == [
-        -1 if c else b.get("recordsCount", 1) for b, c in zip(exp, compressed_legacy)]
+    check_scan_columns(scan, exp, lambda b: b.get("recordsCount", 1))
 
 
 # == segments ======================================================================================
@@ -340,21 +327,9 @@ def test_segment_scan_and_columns(rb, vectors_dir, manifest, path):
     scan = rb.scan_batches(log)
     assert scan.error is None
     assert scan.valid_bytes == len(log) and not scan.truncated
-    assert scan.position.tolist() == [b["position"] for b in table]
-    assert scan.size.tolist() == [b["sizeInBytes"] for b in table]
-    assert scan.last_offset.tolist() == [b["lastOffset"] for b in table]
-    assert scan.max_timestamp.tolist() == [b["maxTimestamp"] for b in table]
-    assert scan.magic.tolist() == [b["magic"] for b in table]
-    compressed_legacy = [b["magic"] < 2 and b["compression"] != "none" for b in table]
-    assert scan.base_offset.tolist() == [
-        -1 if c else b.get("baseOffset", b.get("offset")) for b, c in zip(table, compressed_legacy)]
-    assert scan.record_count.tolist() == [
-        -1 if c else b["records"] for b, c in zip(table, compressed_legacy)]
+    check_scan_columns(scan, table, lambda b: b["records"])
     cols = rb.decode_columns(log, include_control=True)
-    assert column_rows(cols) == [
-        (r["offset"], -1 if r["timestamp"] is None else r["timestamp"],
-         TS_TYPES[r["timestampType"]], b64(r["key"]), b64(r["value"]), len(r["headers"]))
-        for r in records]
+    assert column_rows(cols) == [expected_row(r) for r in records]
     # a window of the file: from the 3rd batch to the end of the 10th
     start, stop = table[2]["position"], table[9]["position"] + table[9]["sizeInBytes"]
     window = rb.scan_batches(log, start, stop)
@@ -375,6 +350,13 @@ def basic_keys(vectors_dir, manifest):
 
 def negative(vectors_dir, name):
     return (vectors_dir / "negative" / name).read_bytes()
+
+
+def every_read(rb, data):
+    """Each read entry point on ``data``, as a call: all must reject a bad header."""
+    return (lambda: rb.RecordBatch(data), lambda: rb.read_batch(data),
+            lambda: list(rb.iter_batches(data)), lambda: rb.decode_columns(data),
+            lambda: list(rb.iter_batches(data, validate=False)))
 
 
 def test_negative_vectors_are_the_documented_edits(vectors_dir, basic_keys):
@@ -439,9 +421,7 @@ def test_negative_truncated_tail(rb, vectors_dir, basic_keys):
 
 def test_negative_batch_length_too_small(rb, vectors_dir):
     data = negative(vectors_dir, "v2_batch_length_too_small.bin")
-    for call in (lambda: rb.RecordBatch(data), lambda: rb.read_batch(data),
-                 lambda: list(rb.iter_batches(data)), lambda: rb.decode_columns(data),
-                 lambda: list(rb.iter_batches(data, validate=False))):
+    for call in every_read(rb, data):
         with pytest.raises(CorruptRecordError) as info:
             call()
         assert info.value.position == 0
@@ -451,9 +431,7 @@ def test_negative_batch_length_too_small(rb, vectors_dir):
 
 def test_negative_unknown_magic_3(rb, vectors_dir):
     data = negative(vectors_dir, "v2_unknown_magic_3.bin")
-    for call in (lambda: rb.RecordBatch(data), lambda: rb.read_batch(data),
-                 lambda: list(rb.iter_batches(data)), lambda: rb.decode_columns(data),
-                 lambda: list(rb.iter_batches(data, validate=False))):
+    for call in every_read(rb, data):
         with pytest.raises(CorruptRecordError, match="magic") as info:
             call()
         assert info.value.position == 0

@@ -198,6 +198,19 @@ class Impl:
         self.columns: Callable[[bytes], Any] | None = columns
 
 
+def _touch_records(batches) -> int:
+    """Touch offset, timestamp, key and value of every record of ``batches``; the count."""
+    n = 0
+    for batch in batches:
+        for r in batch:
+            r.offset
+            r.timestamp
+            r.key
+            r.value
+            n += 1
+    return n
+
+
 def _kafkastore(zip_inside: bool, validate: bool = True) -> Impl:
     from kafkastore import _kernels
     from kafkastore.records import decode_columns, encode_batch, iter_batches, scan_batches
@@ -215,17 +228,9 @@ def _kafkastore(zip_inside: bool, validate: bool = True) -> Impl:
                 for i, j in enumerate(range(0, len(keys), batch_size))]
 
     def decode(blob):
-        n = 0
         # validate=True (the default) checks every CRC, which the peers' decoders skip;
         # the "_nocrc" variant does the same work as they do
-        for batch in iter_batches(blob, validate=validate):
-            for r in batch:
-                r.offset
-                r.timestamp
-                r.key
-                r.value
-                n += 1
-        return n
+        return _touch_records(iter_batches(blob, validate=validate))
 
     def scan(blob):
         return len(scan_batches(blob, validate=True))
@@ -260,23 +265,18 @@ def _peer(name: str, builder_cls, memory_records_cls, version: str) -> Impl:
             out.append(builder.build())
         return out
 
-    def decode(blob):
-        n = 0
+    def batches(blob):
         records = memory_records_cls(blob)
         while records.has_next():
-            for r in records.next_batch():
-                r.offset
-                r.timestamp
-                r.key
-                r.value
-                n += 1
-        return n
+            yield records.next_batch()
+
+    def decode(blob):
+        return _touch_records(batches(blob))
 
     def scan(blob):
         n = 0
-        records = memory_records_cls(blob)
-        while records.has_next():
-            if not records.next_batch().validate_crc():
+        for batch in batches(blob):
+            if not batch.validate_crc():
                 raise ValueError("CRC mismatch")
             n += 1
         return n

@@ -1,18 +1,17 @@
 """Record-batch kernels (kafkastore._pure.record_batch and kafkastore._ext.record_batch).
 
-Every input is built in this file with struct, crc32c, zlib and gzip, following the spec
-(kafka-storage.md §2), independently of the library's encoder; expected values are the
-values the test put into the bytes. Most tests run on both implementations through the
-``impl`` fixture (via ``rb``); the tests at the end compare the two implementations with
-each other on the same inputs (results, batch attributes, numpy columns, and exception
-type + message + position).
+Every input is built with struct, crc32c, zlib and gzip (the builders here and in
+tests/_helpers.py), following the spec (kafka-storage.md §2), independently of the
+library's encoder; expected values are the values the test put into the bytes. Most tests
+run on both implementations through the ``impl`` fixture (via conftest's ``rb``); the
+tests at the end compare the two implementations with each other on the same inputs
+(results, batch attributes, numpy columns, and exception type + message + position).
 """
 
 from __future__ import annotations
 
 import gzip
 import importlib
-import os
 import random
 import re
 import struct
@@ -25,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkastore import compression
 from kafkastore.errors import (
     CorruptRecordError,
     InvalidCrcError,
@@ -34,10 +32,25 @@ from kafkastore.errors import (
 )
 from kafkastore.types import CompressionType, TimestampType
 
+from _helpers import (
+    column_rows,
+    compiled_kernel,
+    framed,
+    legacy,
+    len_bytes,
+    outcome,
+    rec,
+    record_batch_pair,
+    record_body,
+    v2_batch,
+    varint,
+    varlong,
+    walk_outcomes,
+)
+
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 CREATE, LOG_APPEND, NO_TS = 0, 1, -1
-PURE_MODE = os.environ.get("KAFKASTORE_NO_EXTENSIONS", "") not in ("", "0")
 FIXTURE_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -46,91 +59,14 @@ def examples(n: int) -> int:
     return max(n, settings.default.max_examples)
 
 
-def _decompress(codec, data, max_size, magic):
-    return compression.decompress(codec, data, max_size=max_size, magic=magic)
-
-
-@pytest.fixture
-def rb(impl):
-    """The record_batch kernel of one implementation, with the codecs installed."""
-    impl.record_batch.set_decompressor(_decompress)
-    return impl.record_batch
-
-
 @pytest.fixture
 def pair():
     """(pure, ext) record_batch kernels, both with the codecs installed."""
-    pure = importlib.import_module("kafkastore._pure.record_batch")
-    try:
-        ext = importlib.import_module("kafkastore._ext.record_batch")
-    except ImportError as exc:
-        if PURE_MODE:
-            pytest.skip(f"compiled extensions not built ({exc})")
-        raise
-    pure.set_decompressor(_decompress)
-    ext.set_decompressor(_decompress)
+    pure, ext = record_batch_pair()
     return types.SimpleNamespace(pure=pure, ext=ext)
 
 
 # == byte builders (from the spec, independent of kafkastore) =============================
-
-
-def zz(value: int, bits: int) -> int:
-    return ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def varint(v: int) -> bytes:
-    return uvarint(zz(v, 32))
-
-
-def varlong(v: int) -> bytes:
-    return uvarint(zz(v, 64))
-
-
-def len_bytes(b):
-    return varint(-1) if b is None else varint(len(b)) + b
-
-
-def record_body(offset_delta=0, ts_delta=0, key=b"k", value=b"v", headers=()) -> bytes:
-    """A v2 record without its length prefix; headers are (bytes key, bytes|None value)."""
-    body = b"\x00" + varlong(ts_delta) + varint(offset_delta) + len_bytes(key) + len_bytes(value)
-    body += varint(len(headers))
-    for hk, hv in headers:
-        body += varint(len(hk)) + hk + len_bytes(hv)
-    return body
-
-
-def rec(offset_delta=0, ts_delta=0, key=b"k", value=b"v", headers=()) -> bytes:
-    body = record_body(offset_delta, ts_delta, key, value, headers)
-    return varint(len(body)) + body
-
-
-def framed(body: bytes) -> bytes:
-    """A hand-crafted record body with its (correct) length prefix."""
-    return varint(len(body)) + body
-
-
-def v2_batch(records: bytes = b"", *, count: int = 0, base_offset: int = 0,
-             last_offset_delta: int = 0, epoch: int = -1, attributes: int = 0,
-             first_ts: int = 0, max_ts: int = 0, pid: int = -1, pepoch: int = -1,
-             bseq: int = -1, magic: int = 2, batch_length: int | None = None,
-             crc: int | None = None) -> bytes:
-    """A magic 2 batch laid out as in kafka-storage.md §2.2; CRC-32C over [21, end)."""
-    body = struct.pack(">Hiqqqhii", attributes & 0xFFFF, last_offset_delta, first_ts, max_ts,
-                       pid, pepoch, bseq, count) + records
-    if crc is None:
-        crc = crc32c.crc32c(body)
-    length = 4 + 1 + 4 + len(body) if batch_length is None else batch_length
-    return struct.pack(">qiiBI", base_offset, length, epoch, magic & 0xFF, crc) + body
 
 
 def fix_crc(batch: bytes, at: int = 0) -> bytes:
@@ -138,18 +74,6 @@ def fix_crc(batch: bytes, at: int = 0) -> bytes:
     size = struct.unpack_from(">i", out, at + 8)[0]
     struct.pack_into(">I", out, at + 17, crc32c.crc32c(bytes(out[at + 21:at + 12 + size])))
     return bytes(out)
-
-
-def legacy(magic: int, offset: int, key, value, *, attributes: int = 0,
-           timestamp: int | None = None, size: int | None = None) -> bytes:
-    """A magic 0/1 message as in kafka-storage.md §2.1; CRC-32 over [magic, end)."""
-    body = bytes([magic, attributes])
-    if magic == 1:
-        body += struct.pack(">q", timestamp)
-    for part in (key, value):
-        body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
-    msg = struct.pack(">I", zlib.crc32(body)) + body
-    return struct.pack(">qi", offset, len(msg) if size is None else size) + msg
 
 
 def gz(data: bytes) -> bytes:
@@ -178,10 +102,7 @@ def err_tuple(exc):
 
 
 def capture(fn):
-    try:
-        return ("ok", fn())
-    except Exception as exc:  # noqa: BLE001 - the differential tests compare errors
-        return err_tuple(exc)
+    return outcome(fn, err_tuple)
 
 
 BATCH_ATTRS = (
@@ -213,13 +134,7 @@ def batch_view(b):
 
 def walk(mod, data, **kw):
     """iter_batches with every batch observed; stops at the first error."""
-    seen = []
-    try:
-        for b in mod.iter_batches(data, **kw):
-            seen.append(batch_view(b))
-    except Exception as exc:  # noqa: BLE001
-        seen.append(err_tuple(exc))
-    return seen
+    return walk_outcomes(mod, data, batch_view, err_tuple, **kw)
 
 
 def scan_view(s):
@@ -254,20 +169,6 @@ def iter_all_records(mod, data, include_control=False, **kw):
         if b.is_control and not include_control:
             continue
         out.extend(rec_tuple(r) for r in b)
-    return out
-
-
-def columns_as_records(cols):
-    out = []
-    for i in range(len(cols["offset"])):
-        def item(name):
-            if cols[name + "_null"][i]:
-                return None
-            offs = cols[name + "_offsets"]
-            return cols[name + "_data"][offs[i]:offs[i + 1]].tobytes()
-        out.append((int(cols["offset"][i]), int(cols["timestamp"][i]),
-                    int(cols["timestamp_type"][i]), item("key"), item("value"),
-                    int(cols["header_count"][i])))
     return out
 
 
@@ -1227,11 +1128,11 @@ def test_decode_columns_dtypes_and_shapes(rb):
 def test_decode_columns_matches_records(rb):
     cols = rb.decode_columns(MIXED_BUF)
     expected = [(o, t, tt, k, v, len(h)) for o, t, tt, k, v, h in MIXED_RECORDS]
-    assert columns_as_records(cols) == expected
+    assert column_rows(cols) == expected
     # the same as iterating Record objects
     via_records = [(o, t, tt, k, v, len(h))
                    for o, t, tt, k, v, h in iter_all_records(rb, MIXED_BUF)]
-    assert columns_as_records(cols) == via_records
+    assert column_rows(cols) == via_records
     # nulls have empty spans
     for name in ("key", "value"):
         null = cols[name + "_null"]
@@ -1241,7 +1142,7 @@ def test_decode_columns_matches_records(rb):
 
 def test_decode_columns_include_control(rb):
     cols = rb.decode_columns(MIXED_BUF, include_control=True)
-    rows = columns_as_records(cols)
+    rows = column_rows(cols)
     assert rows[:-1] == [(o, t, tt, k, v, len(h)) for o, t, tt, k, v, h in MIXED_RECORDS]
     o, t, tt, k, v, h = MIXED_CONTROL
     assert rows[-1] == (o, t, tt, k, v, 0)
@@ -1697,12 +1598,7 @@ def test_encode_and_decode_agree_and_round_trip(records, base_offset, epoch, att
                                                 pepoch, bseq, default_ts, gaps, extra_lod,
                                                 horizon, max_ts):
     pure = importlib.import_module("kafkastore._pure.record_batch")
-    try:
-        ext = importlib.import_module("kafkastore._ext.record_batch")
-    except ImportError:
-        if PURE_MODE:
-            pytest.skip("compiled extensions not built")
-        raise
+    ext = compiled_kernel("record_batch")
     offsets = None
     if gaps is not None:
         offsets, o = [], base_offset
