@@ -18,6 +18,7 @@ __all__ = [
     "decode_columns",
     "encode_batch_v2",
     "set_decompressor",
+    "set_column_pool_limit",
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
 ]
 
@@ -26,6 +27,7 @@ DEFAULT_MAX_DECOMPRESSED_BYTES: int
 Decompressor = Callable[[int, Buffer, int, int], bytes]
 
 def set_decompressor(fn: Decompressor | None) -> None: ...
+def set_column_pool_limit(limit: int) -> int: ...
 
 class Record:
     offset: int
