@@ -782,7 +782,7 @@ def test_zstd_rle_bomb_is_valid_zstd():
 def test_bombs_peak_rss_in_subprocess(tmp_path):
     """tracemalloc misses C-level allocations (zstd/lz4/cramjam buffers), so
     measure the resident-set high-water mark in a fresh interpreter."""
-    resource = pytest.importorskip("resource")
+    pytest.importorskip("resource")  # the child process measures ru_maxrss
     payloads = {}
     names = ("zstd-rle-1GiB", "zstd-real-256MiB", "zstd-pattern-256MiB", "lz4-256MiB",
              "lz4-4MiB-blocks-256MiB", "snappy-32MiB", "gzip-64MiB")

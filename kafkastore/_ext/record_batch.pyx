@@ -26,8 +26,8 @@ from libc.string cimport memcpy
 from kafkastore._ext.consts cimport *
 from kafkastore._ext.endian cimport (ks_load_be16, ks_load_be32, ks_load_be64, ks_store_be16,
                                      ks_store_be32, ks_store_be64)
-from kafkastore._ext.varint cimport (uvarint_size, uvarint_write, varint_read, varlong_read,
-                                     zigzag32, zigzag64)
+from kafkastore._ext.varint cimport (check_position, uvarint_size, uvarint_write, varint_read,
+                                     varlong_read, zigzag32, zigzag64)
 
 
 cdef extern from "Python.h":
@@ -480,7 +480,7 @@ cdef class RecordBatch:
     def __init__(self, buffer, position=0, *,
                  max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
         cdef const uint8_t[::1] view = _as_view(buffer)
-        self._init(view, _check_position(position, view.shape[0]),
+        self._init(view, check_position(position, view.shape[0]),
                    _limit(max_decompressed_bytes))
 
     cdef int _init(self, const uint8_t[::1] view, Py_ssize_t position,
@@ -690,7 +690,7 @@ cdef class LegacyRecordBatch:
     def __init__(self, buffer, position=0, *,
                  max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
         cdef const uint8_t[::1] view = _as_view(buffer)
-        self._init(view, _check_position(position, view.shape[0]),
+        self._init(view, check_position(position, view.shape[0]),
                    _limit(max_decompressed_bytes))
 
     cdef int _init(self, const uint8_t[::1] view, Py_ssize_t position,
@@ -953,14 +953,6 @@ cdef Py_ssize_t _end_of(const uint8_t[::1] view, object start, object end) excep
     return e
 
 
-cdef Py_ssize_t _check_position(object position, Py_ssize_t size) except -1:
-    if not isinstance(position, int):
-        raise TypeError(f"position must be an int, not {type(position).__name__}")
-    if position < 0 or position > size:
-        raise ValueError(f"position {position} is outside the buffer")
-    return position
-
-
 cdef Py_ssize_t _limit(object limit) except? -1:
     # a bound above what an address space holds is no bound at all
     if not isinstance(limit, int):
@@ -1001,7 +993,7 @@ def read_batch(buffer, position=0, *, max_decompressed_bytes=DEFAULT_MAX_DECOMPR
     size field is below 14, the entry is incomplete, or the magic is not 0-2.
     """
     cdef const uint8_t[::1] view = _as_view(buffer)
-    return _read_batch(view, _check_position(position, view.shape[0]),
+    return _read_batch(view, check_position(position, view.shape[0]),
                        _limit(max_decompressed_bytes))
 
 

@@ -79,3 +79,8 @@ cdef inline Py_ssize_t varlong_read(const uint8_t* p, Py_ssize_t avail,
             return -1
     out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
     return i
+
+
+# Validate a caller's position into a buffer of ``size`` bytes (TypeError for a
+# non-int, ValueError outside [0, size]); shared by every kernel that takes one.
+cdef Py_ssize_t check_position(object pos, Py_ssize_t size) except -1

@@ -39,12 +39,12 @@ cdef int64_t _check64(object value) except? -1:
     return <int64_t>value
 
 
-cdef Py_ssize_t _position(object pos, Py_ssize_t end) except -1:
+cdef Py_ssize_t check_position(object pos, Py_ssize_t size) except -1:
     # checked as a Python int first, so a huge value is a ValueError, not OverflowError
     if not isinstance(pos, int):
         raise TypeError(f"position must be an int, not {type(pos).__name__}")
-    if pos < 0 or pos > end:
-        raise ValueError(f"position {pos} is outside the buffer of {end} bytes")
+    if pos < 0 or pos > size:
+        raise ValueError(f"position {pos} is outside the buffer of {size} bytes")
     return pos
 
 
@@ -80,7 +80,7 @@ def decode_varint(const uint8_t[::1] buffer, object pos=0):
     """
     cdef Py_ssize_t end = buffer.shape[0]
     cdef int32_t value = 0
-    cdef Py_ssize_t n, at = _position(pos, end)
+    cdef Py_ssize_t n, at = check_position(pos, end)
     n = varint_read(&buffer[0] + at if end else NULL, end - at, &value)
     if n == 0:
         raise CorruptRecordError("truncated varint", position=at)
@@ -99,7 +99,7 @@ def decode_varlong(const uint8_t[::1] buffer, object pos=0):
     """
     cdef Py_ssize_t end = buffer.shape[0]
     cdef int64_t value = 0
-    cdef Py_ssize_t n, at = _position(pos, end)
+    cdef Py_ssize_t n, at = check_position(pos, end)
     n = varlong_read(&buffer[0] + at if end else NULL, end - at, &value)
     if n == 0:
         raise CorruptRecordError("truncated varlong", position=at)

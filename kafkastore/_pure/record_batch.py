@@ -78,6 +78,7 @@ import zlib
 import crc32c
 import numpy as np
 
+from kafkastore._pure.varint import check_position
 from kafkastore.errors import (
     CorruptRecordError,
     InvalidCrcError,
@@ -432,7 +433,7 @@ class RecordBatch:
         view = memoryview(buffer)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
-        _check_position(position, len(view))
+        check_position(position, len(view))
         avail = len(view) - position
         if avail < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
@@ -606,7 +607,7 @@ class LegacyRecordBatch:
         view = memoryview(buffer)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
-        _check_position(position, len(view))
+        check_position(position, len(view))
         avail = len(view) - position
         if avail < LOG_OVERHEAD + MIN_ENTRY_SIZE:
             raise CorruptRecordError("legacy message truncated", position=position)
@@ -805,13 +806,6 @@ class LegacyRecordBatch:
 # -- walking a buffer of entries --------------------------------------------------
 
 
-def _check_position(position, size: int) -> None:
-    if not isinstance(position, int):
-        raise TypeError(f"position must be an int, not {type(position).__name__}")
-    if position < 0 or position > size:
-        raise ValueError(f"position {position} is outside the buffer")
-
-
 def _bounds(view, start, end):
     n = len(view)
     if not isinstance(start, int) or (end is not None and not isinstance(end, int)):
@@ -838,7 +832,7 @@ def read_batch(buffer, position: int = 0, *,
     size field is below 14, the entry is incomplete, or the magic is not 0-2.
     """
     view = _as_view(buffer)
-    _check_position(position, len(view))
+    check_position(position, len(view))
     avail = len(view) - position
     if avail < HEADER_SIZE_UP_TO_MAGIC:
         raise CorruptRecordError("entry header truncated", position=position)

@@ -90,13 +90,23 @@ def size_of_varlong(value: int) -> int:
     return _size_unsigned(_zigzag64(value))
 
 
+def check_position(pos, size: int) -> int:
+    """Validate a caller's position into a buffer of ``size`` bytes.
+
+    TypeError for a non-int, ValueError outside ``[0, size]``; shared by every
+    kernel twin that takes a position (not part of ``__all__``).
+    """
+    if not isinstance(pos, int):
+        raise TypeError(f"position must be an int, not {type(pos).__name__}")
+    if pos < 0 or pos > size:
+        raise ValueError(f"position {pos} is outside the buffer of {size} bytes")
+    return pos
+
+
 def _read(buffer, pos: int, max_shift: int, bits: int) -> tuple[int, int]:
     view = memoryview(buffer).cast("B") if not isinstance(buffer, bytes) else buffer
     end = len(view)
-    if not isinstance(pos, int):
-        raise TypeError(f"position must be an int, not {type(pos).__name__}")
-    if pos < 0 or pos > end:
-        raise ValueError(f"position {pos} is outside the buffer of {end} bytes")
+    check_position(pos, end)
     start = pos
     value = 0
     shift = 0
