@@ -1252,8 +1252,8 @@ def decode_columns(buffer, start=0, end=None, *, bint validate=True,
     # parsed, so its bytes are read from memory once and parsed from cache.
     # The pure twin follows the same order, so both raise the same error first.
     cdef list parts = []
-    cdef Py_ssize_t n = 0, data_cap = 0, records_len
-    cdef RecordBatch batch
+    cdef Py_ssize_t n = 0, data_cap = 0, records_len, k, nparts
+    cdef RecordBatch batch, ahead
     for b in iter_batches(buffer, start, end, validate=False,
                           max_decompressed_bytes=max_decompressed_bytes):
         if type(b) is not RecordBatch:
@@ -1291,7 +1291,9 @@ def decode_columns(buffer, start=0, end=None, *, bint validate=True,
         n += batch.record_count
         data_cap += records_len
     cols = _Columns(n, data_cap)
-    for owner, data in parts:
+    nparts = len(parts)
+    for k in range(nparts):
+        owner, data = parts[k]
         if owner is None:
             for rec in data:
                 cols.add_record(rec)
@@ -1301,7 +1303,18 @@ def decode_columns(buffer, start=0, end=None, *, bint validate=True,
                 if validate:
                     batch.validate()
                 data = batch.payload()
-            cols.add_v2(batch, data)
+            # while this batch is parsed from cache, the memory bus would sit
+            # idle: pull the next uncompressed batch in, so that its CRC pass
+            # reads from cache too instead of waiting on memory
+            ahead = None
+            if k + 1 < nparts:
+                nxt = parts[k + 1]
+                if nxt[0] is not None and nxt[1] is None:
+                    ahead = <RecordBatch>nxt[0]
+            if ahead is not None and ahead._view.shape[0] > 0:
+                cols.add_v2(batch, data, &ahead._view[0], ahead._view.shape[0])
+            else:
+                cols.add_v2(batch, data, NULL, 0)
     return cols.finish()
 
 
@@ -1480,10 +1493,12 @@ cdef class _Columns:
         self._key_offsets[0] = 0
         self._value_offsets[0] = 0
 
-    cdef int add_v2(self, RecordBatch batch, object data) except -1:
+    cdef int add_v2(self, RecordBatch batch, object data, const uint8_t* ahead,
+                    Py_ssize_t ahead_len) except -1:
         cdef const uint8_t[::1] view = _as_view(data)
         cdef const uint8_t* ptr = _ptr(view)
         cdef Py_ssize_t pos = 0, end = view.shape[0], i = self.n
+        cdef Py_ssize_t ahead_pos = 0, ahead_step = 0, ahead_off
         cdef int32_t remaining = batch.record_count
         cdef RecordSpan span
         cdef bint log_append = (batch.attributes & TIMESTAMP_TYPE_MASK) != 0
@@ -1517,10 +1532,18 @@ cdef class _Columns:
             value_offsets = &self._value_offsets[0]
             key_data = &self._key_data[0]
             value_data = &self._value_data[0]
+        # prefetch the next batch in equal steps, one per record, so that it
+        # has all been requested by the time this batch's last record is read
+        if ahead_len > 0 and remaining > 0:
+            ahead_step = (ahead_len // remaining + 64) & ~(<Py_ssize_t>63)
         while remaining > 0:
             if pos >= end:
                 _corrupt("Incorrect declared batch size, premature EOF reached", where,
                          base_offset)
+            if ahead_pos < ahead_len:
+                for ahead_off in range(0, ahead_step, 64):
+                    ks_prefetch(ahead + ahead_pos + ahead_off)
+                ahead_pos += ahead_step
             parse_record(ptr, pos, end, &span, where)
             pos = span.next_pos
             remaining -= 1
