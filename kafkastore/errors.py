@@ -21,6 +21,7 @@ __all__ = [
     "InvalidCrcError",
     "UnsupportedCompressionError",
     "RecordTooLargeError",
+    "ConfigError",
 ]
 
 
@@ -145,3 +146,32 @@ class RecordTooLargeError(KafkaStoreError, ValueError):
     def __init__(self, message: str, *, limit: int = 0, **kw) -> None:
         super().__init__(message, **kw)
         self.limit = limit
+
+
+class ConfigError(KafkaStoreError, ValueError):
+    """A configuration name is unknown, or a value is invalid for its name.
+
+    Raised by :class:`kafkastore.config.LogConfig` for a name that is not a
+    topic config (the message lists close matches), for a value of the wrong
+    type or outside the range Kafka accepts (the message follows Kafka's
+    ``ConfigException``: "Invalid value 5 for configuration segment.bytes:
+    Value must be at least 14"), and by
+    :func:`kafkastore.config.parse_properties` for a malformed ``\\uxxxx``
+    escape. ``key`` holds the offending name as given, ``value`` the offending
+    value (``None`` for an unknown name), ``suggestions`` the close matches
+    offered for an unknown name.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        value: object = None,
+        suggestions: tuple[str, ...] = (),
+        **kw,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.key = key
+        self.value = value
+        self.suggestions = suggestions
