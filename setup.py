@@ -38,6 +38,7 @@ ANNOTATE = _flag("KAFKASTORE_ANNOTATE")
 KERNELS = [
     "varint",
     "record_batch",
+    "index_search",
 ]
 
 # Set once here; a per-file "# cython:" header may only override, with a comment saying why.

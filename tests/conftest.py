@@ -37,7 +37,7 @@ SOURCE_PACKAGE = REPO / "kafkastore"
 
 # Kernel modules that exist in both kafkastore._ext and kafkastore._pure; the impl fixture
 # exposes each as an attribute (impl.varint, impl.record_batch). Add new kernels here.
-KERNELS = ("varint", "record_batch")
+KERNELS = ("varint", "record_batch", "index_search")
 IMPL_PACKAGES = {"cython": "kafkastore._ext", "python": "kafkastore._pure"}
 
 
@@ -112,7 +112,7 @@ def kernel_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(params=tuple(IMPL_PACKAGES), ids=tuple(IMPL_PACKAGES))
 def impl(request: pytest.FixtureRequest) -> types.SimpleNamespace:
     """The kernel modules of one implementation: ``impl.name`` is "cython" or "python",
-    ``impl.varint``, ``impl.record_batch`` ... the modules themselves.
+    ``impl.varint``, ``impl.record_batch``, ``impl.index_search`` ... the modules themselves.
 
     The compiled side is skipped only in pure mode (KAFKASTORE_NO_EXTENSIONS set) when the
     extensions are not built; otherwise a failing import fails the test.

@@ -38,3 +38,8 @@ cdef enum:
     LEGACY_HEADER_V0 = 6           # crc + magic + attributes
     LEGACY_HEADER_V1 = 14          # + timestamp
     LEGACY_OVERHEAD_V1 = 22        # v1 header + key and value lengths
+
+    # Kafka's index files (kafkastore/_ext/index_search.pyx documents the layouts)
+    OFFSET_INDEX_ENTRY_SIZE = 8    # relativeOffset int32 + position int32
+    TIME_INDEX_ENTRY_SIZE = 12     # timestamp int64 + relativeOffset int32
+    INDEX_WARM_SECTION_BYTES = 8192  # AbstractIndex's warm section: the last 8 KiB of entries

@@ -1,0 +1,307 @@
+"""Binary search over Kafka's offset and time index files (compiled kernel).
+
+Twin of ``kafkastore/_pure/index_search.py``, which is the oracle these functions
+are tested against: same names, same results, same exceptions and messages.
+
+Entry layouts (big-endian, entries back to back, no header, no checksum)::
+
+    offset index (.index), 8 bytes          time index (.timeindex), 12 bytes
+    +0  relativeOffset  int32   KEY         +0  timestamp       int64   KEY
+    +4  position        int32   VALUE       +8  relativeOffset  int32   VALUE
+
+The buffer is a ``const uint8_t[::1]`` view (so a read-only ``mmap`` works),
+held only for the duration of a call; every field is decoded with
+``ks_load_be32`` / ``ks_load_be64`` from ``csrc/ks_endian.h``, so nothing is
+copied or byte-swapped in bulk. ``entries`` is checked against the buffer's
+length before any read, and a search only ever reads slots in
+``[0, entries)``, whatever the bytes hold: a hostile file gives a wrong slot,
+never an out-of-bounds read.
+"""
+
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from kafkastore._ext.consts cimport (INDEX_WARM_SECTION_BYTES, OFFSET_INDEX_ENTRY_SIZE,
+                                     TIME_INDEX_ENTRY_SIZE)
+from kafkastore._ext.debug cimport KS_DEBUG
+from kafkastore._ext.endian cimport ks_load_be32, ks_load_be64
+
+__all__ = [
+    "OFFSET_INDEX",
+    "TIME_INDEX",
+    "KEY",
+    "VALUE",
+    "OFFSET_ENTRY_SIZE",
+    "TIME_ENTRY_SIZE",
+    "WARM_SECTION_BYTES",
+    "entry_size",
+    "largest_lower_bound_slot",
+    "smallest_upper_bound_slot",
+    "largest_lower_bound_entry",
+    "read_entry",
+    "first_out_of_order",
+]
+
+OFFSET_INDEX = 0
+TIME_INDEX = 1
+KEY = 0
+VALUE = 1
+OFFSET_ENTRY_SIZE = OFFSET_INDEX_ENTRY_SIZE
+TIME_ENTRY_SIZE = TIME_INDEX_ENTRY_SIZE
+WARM_SECTION_BYTES = INDEX_WARM_SECTION_BYTES
+
+
+# -- C cores (declared in index_search.pxd) --------------------------------------------------
+
+
+cdef IdxColumn idx_column(int kind, int search) noexcept nogil:
+    cdef IdxColumn col
+    if kind == 0:
+        col.entry_size = OFFSET_INDEX_ENTRY_SIZE
+        col.field_offset = 0 if search == 0 else 4
+        col.wide = False
+    else:
+        col.entry_size = TIME_INDEX_ENTRY_SIZE
+        col.field_offset = 0 if search == 0 else 8
+        col.wide = search == 0
+    return col
+
+
+cdef inline void _bsearch(const uint8_t* data, Py_ssize_t entries, IdxColumn col,
+                          int64_t target, Py_ssize_t lo, Py_ssize_t hi,
+                          Py_ssize_t* lower, Py_ssize_t* upper) noexcept nogil:
+    # Kafka's AbstractIndex.binarySearch: the upper median, so `lo = mid` always progresses;
+    # every probe is in [lo + 1, hi], inside [0, entries).
+    cdef Py_ssize_t mid
+    cdef int64_t key
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if KS_DEBUG:
+            assert 0 <= mid < entries, (mid, entries)
+        key = idx_key(data, mid, col)
+        if key > target:
+            hi = mid - 1
+        elif key < target:
+            lo = mid
+        else:
+            lower[0] = mid
+            upper[0] = mid
+            return
+    lower[0] = lo
+    upper[0] = -1 if lo == entries - 1 else lo + 1
+
+
+cdef void idx_slot_range(const uint8_t* data, Py_ssize_t entries, IdxColumn col,
+                         int64_t target, Py_ssize_t* lower, Py_ssize_t* upper) noexcept nogil:
+    cdef Py_ssize_t first_hot
+    cdef int64_t first
+    if entries <= 0:
+        lower[0] = -1
+        upper[0] = -1
+        return
+    # warm entries = 8192 / entry size (1024 or 682); the warm section is those plus one
+    first_hot = entries - 1 - INDEX_WARM_SECTION_BYTES // col.entry_size
+    if first_hot < 0:
+        first_hot = 0
+    if idx_key(data, first_hot, col) < target:
+        _bsearch(data, entries, col, target, first_hot, entries - 1, lower, upper)
+        return
+    first = idx_key(data, 0, col)
+    if first > target:
+        lower[0] = -1
+        upper[0] = 0
+        return
+    _bsearch(data, entries, col, target, 0, first_hot, lower, upper)
+    if first == target:
+        # Kafka's loop never probes the first slot of its range, so it would answer 1
+        # here (see the _pure twin's docstring); slot 0 is the smallest entry >= target.
+        upper[0] = 0
+
+
+cdef Py_ssize_t idx_first_out_of_order(const uint8_t* data, Py_ssize_t entries,
+                                       int kind) noexcept nogil:
+    cdef Py_ssize_t slot
+    cdef const uint8_t* p
+    cdef int32_t rel, prev_rel, pos, prev_pos
+    cdef int64_t ts, prev_ts
+    if entries <= 0:
+        return -1
+    if kind == 0:
+        prev_rel = <int32_t>ks_load_be32(data)
+        prev_pos = <int32_t>ks_load_be32(data + 4)
+        if prev_rel < 0 or prev_pos < 0:
+            return 0
+        for slot in range(1, entries):
+            p = data + slot * OFFSET_INDEX_ENTRY_SIZE
+            rel = <int32_t>ks_load_be32(p)
+            pos = <int32_t>ks_load_be32(p + 4)
+            if rel <= prev_rel or pos < prev_pos:
+                return slot
+            prev_rel = rel
+            prev_pos = pos
+    else:
+        prev_ts = <int64_t>ks_load_be64(data)
+        prev_rel = <int32_t>ks_load_be32(data + 8)
+        if prev_rel < 0:
+            return 0
+        for slot in range(1, entries):
+            p = data + slot * TIME_INDEX_ENTRY_SIZE
+            ts = <int64_t>ks_load_be64(p)
+            rel = <int32_t>ks_load_be32(p + 8)
+            if ts < prev_ts or rel < prev_rel:
+                return slot
+            prev_ts = ts
+            prev_rel = rel
+    return -1
+
+
+# -- argument checks (the _pure twin makes the same ones, in the same order) ----------------
+
+
+cdef int _check_kind(object kind) except -1:
+    """The entry size of index ``kind``."""
+    cdef int overflow = 0
+    cdef long long v
+    if not PyLong_Check(kind):
+        raise TypeError(f"index kind must be an int, not {type(kind).__name__}")
+    v = PyLong_AsLongLongAndOverflow(kind, &overflow)
+    if overflow or (v != 0 and v != 1):
+        raise ValueError(f"index kind must be OFFSET_INDEX (0) or TIME_INDEX (1), not {kind!r}")
+    return OFFSET_INDEX_ENTRY_SIZE if v == 0 else TIME_INDEX_ENTRY_SIZE
+
+
+cdef int _check_search(object search) except -1:
+    cdef int overflow = 0
+    cdef long long v
+    if not PyLong_Check(search):
+        raise TypeError(f"search must be an int, not {type(search).__name__}")
+    v = PyLong_AsLongLongAndOverflow(search, &overflow)
+    if overflow or (v != 0 and v != 1):
+        raise ValueError(f"search must be KEY (0) or VALUE (1), not {search!r}")
+    return <int>v
+
+
+cdef Py_ssize_t _check_entries(object entries, Py_ssize_t nbytes, int size) except -1:
+    cdef int overflow = 0
+    cdef long long v
+    cdef Py_ssize_t capacity = nbytes // size
+    if not PyLong_Check(entries):
+        raise TypeError(f"entries must be an int, not {type(entries).__name__}")
+    v = PyLong_AsLongLongAndOverflow(entries, &overflow)
+    if overflow or v < 0 or v > capacity:
+        raise ValueError(
+            f"entries {entries} is outside [0, {capacity}]: a buffer of {nbytes} bytes holds "
+            f"{capacity} whole {size}-byte entries")
+    return <Py_ssize_t>v
+
+
+cdef int _check_target(object target, int64_t* out) except -2:
+    """0 and the value in ``out`` for an int64 target; 1 above, -1 below the int64 range."""
+    cdef int overflow = 0
+    if not PyLong_Check(target):
+        raise TypeError(f"target must be an int, not {type(target).__name__}")
+    out[0] = PyLong_AsLongLongAndOverflow(target, &overflow)
+    return overflow
+
+
+cdef int _slot_range(const uint8_t* data, Py_ssize_t nbytes, object entries, object kind,
+                     object target, object search, Py_ssize_t* lower,
+                     Py_ssize_t* upper) except -1:
+    cdef int size = _check_kind(kind)
+    cdef Py_ssize_t n = _check_entries(entries, nbytes, size)
+    cdef int column = _check_search(search)
+    cdef int64_t value = 0
+    cdef int outside = _check_target(target, &value)
+    if n == 0:
+        lower[0] = -1
+        upper[0] = -1
+    elif outside > 0:  # above every int64 key
+        lower[0] = n - 1
+        upper[0] = -1
+    elif outside < 0:  # below every int64 key
+        lower[0] = -1
+        upper[0] = 0
+    else:
+        idx_slot_range(data, n, idx_column(size != OFFSET_INDEX_ENTRY_SIZE, column), value,
+                       lower, upper)
+    return 0
+
+
+# The start of a buffer argument: NULL for an empty one (then entries is 0 and nothing is read).
+cdef inline const uint8_t* _data(const uint8_t[::1] buffer) noexcept:
+    return &buffer[0] if buffer.shape[0] else NULL
+
+
+cdef tuple _entry(const uint8_t* data, Py_ssize_t slot, int size):
+    cdef const uint8_t* p = data + slot * size
+    if size == OFFSET_INDEX_ENTRY_SIZE:
+        return (<int32_t>ks_load_be32(p), <int32_t>ks_load_be32(p + 4))
+    return (<int64_t>ks_load_be64(p), <int32_t>ks_load_be32(p + 8))
+
+
+# -- Python API ------------------------------------------------------------------------------
+
+
+def entry_size(kind):
+    """Bytes per entry of index ``kind``: 8 (``OFFSET_INDEX``) or 12 (``TIME_INDEX``)."""
+    return _check_kind(kind)
+
+
+def largest_lower_bound_slot(const uint8_t[::1] buffer not None, entries, kind, target,
+                             search=KEY):
+    """Slot of the largest entry whose ``search`` column is <= ``target``; -1 if none.
+
+    See the ``_pure`` twin for the parameters. Never reads outside ``[0, entries)``.
+    """
+    cdef Py_ssize_t lower = -1, upper = -1
+    _slot_range(_data(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
+    return lower
+
+
+def smallest_upper_bound_slot(const uint8_t[::1] buffer not None, entries, kind, target,
+                              search=KEY):
+    """Slot of the smallest entry whose ``search`` column is >= ``target``; -1 if none."""
+    cdef Py_ssize_t lower = -1, upper = -1
+    _slot_range(_data(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
+    return upper
+
+
+def largest_lower_bound_entry(const uint8_t[::1] buffer not None, entries, kind, target,
+                              search=KEY):
+    """The entry at :func:`largest_lower_bound_slot` as :func:`read_entry` returns it, or
+    None when no entry is <= ``target``. One call for the common lookup."""
+    cdef Py_ssize_t lower = -1, upper = -1
+    _slot_range(_data(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
+    if lower < 0:
+        return None
+    return _entry(_data(buffer), lower, _check_kind(kind))
+
+
+def read_entry(const uint8_t[::1] buffer not None, entries, kind, slot):
+    """Entry ``slot`` as stored: ``(relative_offset, position)`` for the offset index,
+    ``(timestamp, relative_offset)`` for the time index.
+
+    Raises :class:`IndexError` unless ``0 <= slot < entries``.
+    """
+    cdef int size = _check_kind(kind)
+    cdef Py_ssize_t n = _check_entries(entries, buffer.shape[0], size)
+    cdef int overflow = 0
+    cdef long long s
+    if not PyLong_Check(slot):
+        raise TypeError(f"slot must be an int, not {type(slot).__name__}")
+    s = PyLong_AsLongLongAndOverflow(slot, &overflow)
+    if overflow or s < 0 or s >= n:
+        raise IndexError(f"slot {slot} is outside the {entries} entries of the index")
+    return _entry(_data(buffer), <Py_ssize_t>s, size)
+
+
+def first_out_of_order(const uint8_t[::1] buffer not None, entries, kind):
+    """The first slot that breaks the index's order, or -1 when all ``entries`` are valid.
+
+    Offset index: relative offsets strictly increase and start at >= 0; positions are
+    >= 0 and never decrease. Time index: timestamps never decrease; relative offsets
+    start at >= 0 and never decrease.
+    """
+    cdef int size = _check_kind(kind)
+    cdef Py_ssize_t n = _check_entries(entries, buffer.shape[0], size)
+    return idx_first_out_of_order(_data(buffer), n, size != OFFSET_INDEX_ENTRY_SIZE)
