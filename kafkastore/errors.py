@@ -22,6 +22,12 @@ __all__ = [
     "UnsupportedCompressionError",
     "RecordTooLargeError",
     "ConfigError",
+    "CorruptIndexError",
+    "InvalidOffsetError",
+    "InvalidTimestampError",
+    "IndexOffsetOverflowError",
+    "IndexFullError",
+    "IndexClosedError",
 ]
 
 
@@ -175,3 +181,65 @@ class ConfigError(KafkaStoreError, ValueError):
         self.key = key
         self.value = value
         self.suggestions = suggestions
+
+
+class CorruptIndexError(KafkaStoreError, ValueError):
+    """An offset or time index file breaks the rules of its format.
+
+    Raised by ``sanity_check()`` of :class:`~kafkastore.index.OffsetIndex` and
+    :class:`~kafkastore.index.TimeIndex`: a file length that is not a whole
+    number of entries, a last entry whose offset is below the segment's base
+    offset, a time index whose last timestamp is below its first and, in the
+    full check, any entry out of order. Kafka's ``CorruptIndexException``; the
+    cure is to rebuild the index from the log. ``path`` is the index file,
+    ``position`` the byte position of the offending entry and ``offset`` its
+    absolute offset, when known.
+    """
+
+
+class InvalidOffsetError(KafkaStoreError, ValueError):
+    """An offset appended to an index is smaller than the last one.
+
+    Offset index entries must strictly increase and time index offsets must
+    not decrease (Kafka's ``InvalidOffsetException``). ``offset`` is the
+    rejected offset.
+    """
+
+
+class InvalidTimestampError(KafkaStoreError, ValueError):
+    """A timestamp appended to a time index is smaller than the last one.
+
+    Time index timestamps never decrease (Kafka raises
+    ``IllegalStateException`` in ``TimeIndex.maybeAppend``). ``offset`` is the
+    offset that came with the rejected timestamp; ``timestamp`` the timestamp.
+    """
+
+    def __init__(self, message: str, *, timestamp: int | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.timestamp = timestamp
+
+
+class IndexOffsetOverflowError(KafkaStoreError, ValueError):
+    """An offset cannot be stored relative to the segment's base offset.
+
+    Index entries hold ``offset - base_offset`` as an int32, so it must lie in
+    ``[0, 2**31 - 1]`` (Kafka's ``IndexOffsetOverflowException``). The log
+    layer rolls a new segment (or splits the segment) before this can happen.
+    """
+
+
+class IndexFullError(KafkaStoreError, ValueError):
+    """An append to an index that has no room for another entry.
+
+    An offset index is full at ``max_entries`` entries, a time index at
+    ``max_entries - 1``: one slot stays free for the entry written when the
+    segment is rolled or closed (Kafka raises ``IllegalArgumentException``).
+    """
+
+
+class IndexClosedError(KafkaStoreError, ValueError):
+    """An operation on an index that was closed or deleted.
+
+    Kafka fails with a ``NullPointerException`` on a use after unmap; here
+    every operation that needs the mapping raises this instead.
+    """
