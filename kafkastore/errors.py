@@ -21,13 +21,18 @@ __all__ = [
     "InvalidCrcError",
     "UnsupportedCompressionError",
     "RecordTooLargeError",
-    "ConfigError",
     "CorruptIndexError",
     "InvalidOffsetError",
     "InvalidTimestampError",
     "IndexOffsetOverflowError",
     "IndexFullError",
     "IndexClosedError",
+    "OffsetOutOfRangeError",
+    "InvalidRecordError",
+    "UnexpectedAppendOffsetError",
+    "OffsetsOutOfOrderError",
+    "LogClosedError",
+    "ConfigError",
 ]
 
 
@@ -154,35 +159,6 @@ class RecordTooLargeError(KafkaStoreError, ValueError):
         self.limit = limit
 
 
-class ConfigError(KafkaStoreError, ValueError):
-    """A configuration name is unknown, or a value is invalid for its name.
-
-    Raised by :class:`kafkastore.config.LogConfig` for a name that is not a
-    topic config (the message lists close matches), for a value of the wrong
-    type or outside the range Kafka accepts (the message follows Kafka's
-    ``ConfigException``: "Invalid value 5 for configuration segment.bytes:
-    Value must be at least 14"), and by
-    :func:`kafkastore.config.parse_properties` for a malformed ``\\uxxxx``
-    escape. ``key`` holds the offending name as given, ``value`` the offending
-    value (``None`` for an unknown name), ``suggestions`` the close matches
-    offered for an unknown name.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        key: str | None = None,
-        value: object = None,
-        suggestions: tuple[str, ...] = (),
-        **kw,
-    ) -> None:
-        super().__init__(message, **kw)
-        self.key = key
-        self.value = value
-        self.suggestions = suggestions
-
-
 class CorruptIndexError(KafkaStoreError, ValueError):
     """An offset or time index file breaks the rules of its format.
 
@@ -243,3 +219,68 @@ class IndexClosedError(KafkaStoreError, ValueError):
     Kafka fails with a ``NullPointerException`` on a use after unmap; here
     every operation that needs the mapping raises this instead.
     """
+
+
+class OffsetOutOfRangeError(KafkaStoreError, IndexError):
+    """A read or lookup asked for an offset the log does not hold.
+
+    Raised by :meth:`~kafkastore.log.Log.read` for an offset below the log
+    start offset or above the log end offset (Kafka's
+    ``OffsetOutOfRangeException``), and by ``delete_records`` for a new log
+    start offset past the end. ``offset`` is the offset asked for.
+    """
+
+
+class InvalidRecordError(CorruptRecordError):
+    """Well-formed bytes that the log must still refuse (Kafka's ``InvalidRecordException``).
+
+    For example a batch whose record count disagrees with its offset range,
+    a control batch from a client, a timestamp outside the allowed window,
+    or a LogAppendTime batch appended to a CreateTime log.
+    """
+
+
+class UnexpectedAppendOffsetError(KafkaStoreError, ValueError):
+    """Batches appended with their own offsets start below the log end offset.
+
+    Kafka's ``UnexpectedAppendOffsetException``: a follower (or
+    ``append_batches(..., assign_offsets=False)``) must append strictly
+    after what the log holds.
+    """
+
+
+class OffsetsOutOfOrderError(KafkaStoreError, ValueError):
+    """Batches appended with their own offsets do not strictly increase."""
+
+
+class LogClosedError(KafkaStoreError):
+    """The log (or segment) was closed; no further operation is possible."""
+
+
+class ConfigError(KafkaStoreError, ValueError):
+    """A configuration name is unknown, or a value is invalid for its name.
+
+    Raised by :class:`kafkastore.config.LogConfig` for a name that is not a
+    topic config (the message lists close matches), for a value of the wrong
+    type or outside the range Kafka accepts (the message follows Kafka's
+    ``ConfigException``: "Invalid value 5 for configuration segment.bytes:
+    Value must be at least 14"), and by
+    :func:`kafkastore.config.parse_properties` for a malformed ``\\uxxxx``
+    escape. ``key`` holds the offending name as given, ``value`` the offending
+    value (``None`` for an unknown name), ``suggestions`` the close matches
+    offered for an unknown name.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        value: object = None,
+        suggestions: tuple[str, ...] = (),
+        **kw,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.key = key
+        self.value = value
+        self.suggestions = suggestions

@@ -1,0 +1,243 @@
+"""The Log: append, append of ready batches, random reads and recovery, beside their baselines.
+
+Workload: the records workload of ``benchmarks/__init__.py`` (16-byte keys, 100-byte
+JSON-like values), appended ``per_append`` records at a time.
+
+Baselines, measured in the same process on the same data:
+
+``naive_aiokafka``
+    a "log" made of aiokafka's Cython ``DefaultRecordBatchBuilder`` and one
+    ``file.write`` per batch: no index, no offsets kept, no roll (the issue's peer for
+    ``Log.append``).
+``file_write``
+    plain sequential ``file.write`` of the same ready batch bytes (the peer for
+    ``Log.append_batches``).
+``pread``
+    one ``os.pread`` of the same size at a random batch position (the peer for a random
+    single-offset ``Log.read``).
+``crc32c``
+    ``crc32c.crc32c`` over the same bytes in memory (the peer for recovery).
+
+``../compare_log.py`` prints the ratio table against the issue's bars.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+
+from . import BASE_TIMESTAMP, make_workload
+
+N_RECORDS = 100_000
+
+
+def log_config(**extra):
+    from kafkastore.config import LogConfig
+
+    return LogConfig.from_dict(extra)
+
+
+def chunks(keys, values, per_append):
+    return [list(zip(keys[i:i + per_append], values[i:i + per_append]))
+            for i in range(0, len(keys), per_append)]
+
+
+def ready_batches(keys, values, per_append):
+    """The workload as ready v2 batches (base offset 0, as a producer sends them)."""
+    from kafkastore.records import encode_batch
+
+    return [encode_batch(c, timestamp=BASE_TIMESTAMP + i)
+            for i, c in enumerate(chunks(keys, values, per_append))]
+
+
+# -- the operations, shared with compare_log.py --------------------------------------------
+
+
+def append_kafkastore(directory, batches, config=None):
+    from kafkastore.log import Log
+
+    log = Log.open(directory, config or log_config())
+    try:
+        for i, recs in enumerate(batches):
+            log.append(recs, timestamp=BASE_TIMESTAMP + i)
+    finally:
+        log.close()
+
+
+def append_naive_aiokafka(directory, batches):
+    from aiokafka.record._crecords import DefaultRecordBatchBuilder
+
+    with open(os.path.join(directory, "naive.log"), "wb") as f:
+        for i, recs in enumerate(batches):
+            builder = DefaultRecordBatchBuilder(
+                magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+            ts = BASE_TIMESTAMP + i
+            for j, (k, v) in enumerate(recs):
+                builder.append(j, timestamp=ts, key=k, value=v, headers=[])
+            f.write(builder.build())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def append_batches_kafkastore(directory, ready, config=None):
+    from kafkastore.log import Log
+
+    log = Log.open(directory, config or log_config())
+    try:
+        for data in ready:
+            log.append_batches(data)
+    finally:
+        log.close()
+
+
+def append_file_write(directory, ready):
+    with open(os.path.join(directory, "plain.log"), "wb") as f:
+        for data in ready:
+            f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def build_segmented_log(directory, keys, values, per_append=100, segments=10):
+    """A closed log of ``segments`` segments holding the workload; returns its batch size."""
+    from kafkastore.log import Log
+
+    batches = chunks(keys, values, per_append)
+    total = sum(len(k) + len(v) + 10 for k, v in zip(keys, values))
+    config = log_config(**{"segment.bytes": max(total // segments, 4096)})
+    log = Log.open(directory, config)
+    for i, recs in enumerate(batches):
+        log.append(recs, timestamp=BASE_TIMESTAMP + i)
+    log.close()
+    return config
+
+
+# -- asv -------------------------------------------------------------------------------------
+
+
+class _LogBenchmark:
+    number = 1
+    repeat = (3, 10, 60.0)
+    timeout = 300
+
+    def _dir(self):
+        self.tmp = tempfile.mkdtemp(prefix="ks-bench-")
+        return self.tmp
+
+    def teardown(self, *args):
+        shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
+
+
+class LogAppend(_LogBenchmark):
+    """Append the workload ``per_append`` records at a time; fsync at the end."""
+
+    params = (["kafkastore", "naive_aiokafka"], [100, 1000])
+    param_names = ["impl", "per_append"]
+
+    def setup(self, impl, per_append):
+        if impl == "naive_aiokafka":
+            try:
+                import aiokafka.record._crecords  # noqa: F401
+            except ImportError as exc:
+                raise NotImplementedError(f"aiokafka's Cython codec is missing: {exc}") from exc
+        keys, values = make_workload(N_RECORDS)
+        self.batches = chunks(keys, values, per_append)
+
+    def time_append(self, impl, per_append):
+        directory = tempfile.mkdtemp(prefix="ks-bench-", dir=getattr(self, "tmp", None))
+        try:
+            if impl == "kafkastore":
+                append_kafkastore(directory, self.batches)
+            else:
+                append_naive_aiokafka(directory, self.batches)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+class LogAppendBatches(_LogBenchmark):
+    """Append ready batches (offsets assigned by patching) vs plain ``file.write``."""
+
+    params = (["kafkastore", "file_write"], [100, 1000])
+    param_names = ["impl", "per_append"]
+
+    def setup(self, impl, per_append):
+        keys, values = make_workload(N_RECORDS)
+        self.ready = ready_batches(keys, values, per_append)
+
+    def time_append_batches(self, impl, per_append):
+        directory = tempfile.mkdtemp(prefix="ks-bench-")
+        try:
+            if impl == "kafkastore":
+                append_batches_kafkastore(directory, self.ready)
+            else:
+                append_file_write(directory, self.ready)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+class LogRandomRead(_LogBenchmark):
+    """One random single-offset read from a 10-segment log vs one ``os.pread``."""
+
+    number = 2000
+    repeat = (3, 10, 20.0)
+    params = (["kafkastore", "pread"],)
+    param_names = ["impl"]
+
+    def setup(self, impl):
+        from kafkastore.log import Log
+
+        keys, values = make_workload(N_RECORDS)
+        directory = self._dir()
+        config = build_segmented_log(directory, keys, values)
+        self.log = Log.open(directory, config)
+        self.rng = random.Random(0)
+        self.end = self.log.log_end_offset
+        self.size = self.log.read(0, 1).size   # one batch
+        seg = self.log.segments[3]
+        self.fd = seg.log.fileno()
+        self.limit = seg.size - self.size
+
+    def teardown(self, impl):
+        self.log.close()
+        super().teardown()
+
+    def time_read(self, impl):
+        if impl == "kafkastore":
+            self.log.read(self.rng.randrange(self.end), self.size, False).to_bytes()
+        else:
+            os.pread(self.fd, self.size, self.rng.randrange(self.limit))
+
+
+class LogRecovery(_LogBenchmark):
+    """Rebuild the indexes of a segment from its ``.log`` (CRC scan) vs ``crc32c`` of its bytes."""
+
+    params = (["kafkastore", "crc32c"],)
+    param_names = ["impl"]
+
+    def setup(self, impl):
+        from kafkastore.log import Log
+
+        keys, values = make_workload(N_RECORDS)
+        directory = self._dir()
+        log = Log.open(directory, log_config())
+        for i, recs in enumerate(chunks(keys, values, 100)):
+            log.append(recs, timestamp=BASE_TIMESTAMP + i)
+        log.close()
+        self.log = Log.open(directory)
+        self.segment = self.log.segments[0]
+        self.data = self.segment.log.read(0, self.segment.size)
+
+    def teardown(self, impl):
+        self.log.close()
+        super().teardown()
+
+    def time_recover(self, impl):
+        if impl == "kafkastore":
+            self.segment.recover()
+        else:
+            import crc32c
+
+            crc32c.crc32c(self.data)

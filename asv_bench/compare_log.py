@@ -1,0 +1,227 @@
+#!/usr/bin/env python
+"""The Log beside its baselines, in one process, as a ratio table against the issue's bars.
+
+Rows (best of ``--reps`` runs each, the two sides alternating so drift hits both):
+
+* append: ``Log.append`` of the workload vs a naive aiokafka-builder + ``file.write`` log
+  (bar: kafkastore >= 2x the naive log's records/s);
+* append_batches: ``Log.append_batches`` of ready batches vs ``file.write`` of the same
+  bytes (bar: >= 60% of its throughput);
+* read: a random single-offset ``Log.read(...).to_bytes()`` in a 10-segment log vs one
+  ``os.pread`` of the same size (bar: <= 3x its cost);
+* recovery: ``LogSegment.recover`` of a ``--recovery-mib`` log vs ``crc32c`` over the same
+  bytes (bar: >= 40% of its throughput);
+* memory: resident-set growth while appending ``--memory-gib`` (bar: < 100 MiB for 4 GiB).
+
+Usage: ``python asv_bench/compare_log.py [--records N] [--reps R] [--markdown out.md]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchmarks import BASE_TIMESTAMP, make_workload  # noqa: E402
+from benchmarks.log import (  # noqa: E402
+    append_batches_kafkastore,
+    append_file_write,
+    append_kafkastore,
+    append_naive_aiokafka,
+    build_segmented_log,
+    chunks,
+    log_config,
+    ready_batches,
+)
+
+
+def best_of(reps, fn):
+    best = float("inf")
+    for _ in range(reps):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def in_tmp(fn, *args):
+    def run():
+        d = tempfile.mkdtemp(prefix="ks-cmp-")
+        try:
+            fn(d, *args)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return run
+
+
+def pair(reps, a, b):
+    """Best times of ``a`` and ``b``, alternating one rep each."""
+    ta = tb = float("inf")
+    for _ in range(reps):
+        ta = min(ta, best_of(1, a))
+        tb = min(tb, best_of(1, b))
+    return ta, tb
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=200_000)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--recovery-mib", type=int, default=1024)
+    p.add_argument("--memory-gib", type=float, default=4.0)
+    p.add_argument("--skip", default="", help="comma-separated rows to skip")
+    p.add_argument("--markdown")
+    args = p.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    from kafkastore._kernels import BACKEND
+
+    keys, values = make_workload(args.records)
+    rows = []
+    n = args.records
+
+    def row(op, detail, ours, base, ratio, bar, ok):
+        rows.append((op, detail, ours, base, ratio, bar, "PASS" if ok else "**FAIL**"))
+        print(rows[-1], flush=True)
+
+    if "append" not in skip:
+        for per in (100, 1000):
+            batches = chunks(keys, values, per)
+            ours, base = pair(args.reps, in_tmp(append_kafkastore, batches),
+                              in_tmp(append_naive_aiokafka, batches))
+            r = base / ours
+            row("append", f"{per} records/append", f"{n / ours / 1e6:.2f} M rec/s",
+                f"{n / base / 1e6:.2f} M rec/s", f"{r:.2f}x", ">= 2x", r >= 2)
+    if "append_batches" not in skip:
+        for per in (100, 1000):
+            ready = ready_batches(keys, values, per)
+            total = sum(map(len, ready))
+            ours, base = pair(args.reps, in_tmp(append_batches_kafkastore, ready),
+                              in_tmp(append_file_write, ready))
+            r = base / ours
+            row("append_batches", f"{per} records/batch", f"{total / ours / 1e6:.0f} MB/s",
+                f"{total / base / 1e6:.0f} MB/s", f"{r:.2f}", ">= 0.60", r >= 0.6)
+    if "read" not in skip:
+        from kafkastore.log import Log
+
+        d = tempfile.mkdtemp(prefix="ks-cmp-")
+        try:
+            config = build_segmented_log(d, keys, values)
+            log = Log.open(d, config)
+            size = log.read(0, 1).size
+            end = log.log_end_offset
+            seg = log.segments[len(log.segments) // 2]
+            fd, limit = seg.log.fileno(), seg.size - size
+            rng = random.Random(1)
+            k = 20000
+            offs = [rng.randrange(end) for _ in range(k)]
+            poss = [rng.randrange(limit) for _ in range(k)]
+
+            def ours():
+                for o in offs:
+                    log.read(o, size, False).to_bytes()
+
+            def base():
+                for q in poss:
+                    os.pread(fd, size, q)
+
+            t_ours, t_base = pair(args.reps, ours, base)
+            r = t_ours / t_base
+            row("read", f"random offset, {len(log.segments)} segments, {size} B",
+                f"{t_ours / k * 1e6:.2f} us", f"{t_base / k * 1e6:.2f} us", f"{r:.2f}x cost",
+                "<= 3x", r <= 3)
+            log.close()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    if "recovery" not in skip:
+        import crc32c
+
+        from kafkastore.log import Log
+
+        d = tempfile.mkdtemp(prefix="ks-cmp-")
+        try:
+            ready = ready_batches(keys, values, 1000)
+            blob = b"".join(ready)
+            target = args.recovery_mib << 20
+            config = log_config(**{"segment.bytes": (1 << 31) - 1})
+            log = Log.open(d, config)
+            written = 0
+            while written < target:
+                for data in ready:
+                    log.append_batches(data)
+                written += len(blob)
+            log.close()
+            log = Log.open(d, config)
+            seg = log.segments[0]
+            data = seg.log.read(0, seg.size)
+            t_ours, t_base = pair(max(2, args.reps // 2), seg.recover,
+                                  lambda: crc32c.crc32c(data))
+            r = t_base / t_ours
+            row("recovery", f"{seg.size / 2**20:.0f} MiB segment",
+                f"{seg.size / t_ours / 1e9:.2f} GB/s", f"{seg.size / t_base / 1e9:.2f} GB/s",
+                f"{r:.2f}", ">= 0.40", r >= 0.4)
+            del data
+            log.close()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    if "memory" not in skip:
+        from kafkastore.log import Log
+
+        d = tempfile.mkdtemp(prefix="ks-cmp-")
+        try:
+            ready = ready_batches(keys[:10000], values[:10000], 1000)
+            chunk = sum(map(len, ready))
+            target = int(args.memory_gib * (1 << 30))
+            log = Log.open(d, log_config())
+            gc.collect()
+            before = rss_bytes()
+            peak = before
+            written = 0
+            t0 = time.perf_counter()
+            while written < target:
+                for data in ready:
+                    log.append_batches(data)
+                written += chunk
+                peak = max(peak, rss_bytes())
+            elapsed = time.perf_counter() - t0
+            log.close()
+            grown = (peak - before) / 2**20
+            row("memory", f"append {written / 2**30:.1f} GiB ({written / elapsed / 1e9:.2f} GB/s)",
+                f"+{grown:.1f} MiB RSS", "-", "-", "< 100 MiB", grown < 100)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    out = [
+        "# kafkastore Log beside its baselines",
+        "",
+        f"* {time.strftime('%Y-%m-%dT%H:%M:%S%z')}; backend {BACKEND}; CPython "
+        f"{platform.python_version()}; {platform.platform()}; load {os.getloadavg()}",
+        f"* workload: {n:,} records, 16 B keys, 100 B JSON-like values; best of {args.reps}",
+        "",
+        "| op | detail | kafkastore | baseline | ratio | bar | |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    text = "\n".join(out) + "\n"
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

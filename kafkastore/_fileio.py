@@ -1,0 +1,109 @@
+"""The one seam through which segments and logs touch the file system.
+
+Every write, fsync, truncate, rename and delete of a log file goes through
+the :data:`fs` object of this module, so tests can swap in a
+:class:`FileSystem` subclass that fails a write, writes short, fails an
+fsync or "crashes" before a rename, without any cost on the hot path: one
+attribute load and a bound-method call per operation, the same as calling
+:mod:`os` directly. Reads go through it too (``pread``), so a test can also
+serve corrupted bytes.
+
+Only the storage layers (file records, segments, indexes, the log) use it;
+they fetch ``_fileio.fs`` at call time, never at import, so :func:`install`
+takes effect everywhere at once.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["FileSystem", "fs", "install", "write_fully"]
+
+
+class FileSystem:
+    """Thin wrappers over :mod:`os`, one method per operation the storage layer uses.
+
+    Thread-safety: stateless; safe to call from any thread. Subclasses used
+    for fault injection may keep state and document their own rules.
+    """
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def write(self, fd: int, data) -> int:
+        """Write once; may write fewer bytes than given (callers loop)."""
+        return os.write(fd, data)
+
+    def pwrite(self, fd: int, data, position: int) -> int:
+        return os.pwrite(fd, data, position)
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        return os.pread(fd, size, position)
+
+    def preadv(self, fd: int, buffer, position: int) -> int:
+        """Read into ``buffer`` (a writable buffer) at ``position``; bytes read."""
+        return os.preadv(fd, [buffer], position)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fstat_size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic replace, as Kafka's ``Utils.atomicMoveWithFallback``."""
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> bool:
+        """Delete ``path``; False if it did not exist."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def fsync_dir(self, path: str) -> None:
+        """Make renames and creations in directory ``path`` durable."""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def sendfile(self, out_fd: int, in_fd: int, position: int, count: int) -> int:
+        return os.sendfile(out_fd, in_fd, position, count)
+
+
+#: The live file system. Replace it with :func:`install`, never by assignment
+#: from outside, so the previous one can be restored.
+fs: FileSystem = FileSystem()
+
+
+def install(new: FileSystem) -> FileSystem:
+    """Make ``new`` the file system of every storage layer; return the old one."""
+    global fs
+    old, fs = fs, new
+    return old
+
+
+def write_fully(fd: int, data) -> int:
+    """Write all of ``data``, looping over short writes; return the byte count.
+
+    A write that makes no progress raises :class:`OSError` (a full disk
+    raises by itself).
+    """
+    view = memoryview(data)
+    total = view.nbytes
+    done = 0
+    while done < total:
+        n = fs.write(fd, view[done:] if done else view)
+        if n <= 0:
+            raise OSError(f"write made no progress ({done} of {total} bytes written)")
+        done += n
+    return total

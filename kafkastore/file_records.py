@@ -1,0 +1,488 @@
+"""A ``.log`` file of record batches, and zero-copy slices of it.
+
+:class:`FileRecords` is Kafka's ``FileRecords``: the segment data file, an
+append-only sequence of entries (v2 batches or v0/v1 messages, each an
+8-byte offset and a 4-byte size followed by ``size`` bytes). It knows
+nothing of indexes; :class:`~kafkastore.segment.LogSegment` builds on it.
+:class:`LogSlice` is what a read returns: a file, a position and a size,
+read or sent to a socket only when asked.
+
+All I/O goes through :mod:`kafkastore._fileio`, the fault-injection seam.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from kafkastore import _fileio
+from kafkastore.errors import CorruptRecordError, KafkaStoreError
+from kafkastore.records import (
+    LOG_OVERHEAD,
+    iter_batches,
+    scan_batches,
+)
+
+__all__ = ["BatchHeader", "FileRecords", "LogSlice", "MAX_SEGMENT_SIZE"]
+
+#: A segment file's size is an int32 in Kafka (positions in the offset index are int32).
+MAX_SEGMENT_SIZE = (1 << 31) - 1
+
+# 8-byte offset, 4-byte size, then the bytes up to the magic (FileLogInputStream's 17-byte header)
+HEADER_SIZE_UP_TO_MAGIC = 17
+MIN_ENTRY_SIZE = 14            # Kafka's RECORD_OVERHEAD_V0: the smallest legal size field
+_V2_HEADER = 43                 # up to and including maxTimestamp
+_LEGACY_V1_HEADER = 26          # up to and including the v1 timestamp
+_PREFIX = struct.Struct(">qi")
+_V2_FIELDS = struct.Struct(">qiiBIhiqq")  # base, length, epoch, magic, crc, attrs, lod, first ts, max ts
+_V1_TS = struct.Struct(">q")
+_WINDOW = 8192
+
+
+class BatchHeader(NamedTuple):
+    """The header fields of one entry of a file, as a file walk sees them."""
+
+    position: int
+    size: int               # whole entry, 12-byte prefix included
+    magic: int
+    base_offset: int        # the offset field (a legacy wrapper's is its *last* inner offset)
+    last_offset: int
+    max_timestamp: int      # -1 for magic 0
+
+
+class FileRecords:
+    """Kafka's ``FileRecords``: one ``.log`` file.
+
+    File format: entries back to back from byte 0, nothing else; a
+    crash may leave a partial entry (or, for a preallocated file, zeros) at
+    the end, which readers ignore and recovery truncates.
+
+    Invariants: ``size`` (the logical size) never exceeds the physical
+    file length nor :data:`MAX_SEGMENT_SIZE`; bytes below ``size`` are
+    never rewritten in place, only cut off by :meth:`truncate_to`.
+
+    Thread-safety: one writer (``append``, ``truncate_to``, ``trim``,
+    ``rename_to``, ``close``) at a time, under the owning log's lock.
+    Readers may call ``read``/``walk``/``slice`` from any thread without a
+    lock: they use ``pread`` on the shared descriptor and read ``size``
+    once, so they never see bytes past what was complete at that moment.
+    """
+
+    __slots__ = ("_path", "_fd", "_size", "_closed", "_dirty", "_last_window")
+
+    def __init__(self, path: str, fd: int, size: int) -> None:
+        self._path = path
+        self._fd = fd
+        self._size = size
+        self._closed = False
+        self._dirty = True    # unknown until the first flush: assume unsynced
+        self._last_window = None
+
+    @classmethod
+    def open(cls, path: str, *, file_already_exists: bool = False, init_file_size: int = 0,
+             preallocate: bool = False) -> FileRecords:
+        """Open (or create) ``path``.
+
+        A new file is created empty, or ``init_file_size`` long when
+        ``preallocate`` (logical size 0). An existing file's logical size is
+        its physical length, as Kafka's: after a crash the zeros of an
+        untrimmed preallocated file are exposed, and recovery cuts them.
+        """
+        fs = _fileio.fs
+        if file_already_exists:
+            fd = fs.open(path, os.O_RDWR)
+            try:
+                size = fs.fstat_size(fd)
+                if size > MAX_SEGMENT_SIZE:
+                    raise KafkaStoreError(
+                        f"The size of segment {path} ({size}) is larger than the maximum "
+                        f"allowed segment size of {MAX_SEGMENT_SIZE}", path=path)
+            except BaseException:
+                fs.close(fd)
+                raise
+            return cls(path, fd, size)
+        fd = fs.open(path, os.O_RDWR | os.O_CREAT)
+        try:
+            if preallocate and init_file_size > 0:
+                fs.ftruncate(fd, init_file_size)
+                size = 0
+            else:
+                # Kafka's open without preallocation takes the file's length, so an
+                # existing file is appended to, never overwritten from byte 0
+                size = fs.fstat_size(fd)
+                if size > MAX_SEGMENT_SIZE:
+                    raise KafkaStoreError(
+                        f"The size of segment {path} ({size}) is larger than the maximum "
+                        f"allowed segment size of {MAX_SEGMENT_SIZE}", path=path)
+        except BaseException:
+            fs.close(fd)
+            raise
+        return cls(path, fd, size)
+
+    # -- properties --------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def size(self) -> int:
+        """Logical size in bytes: the end of the last appended entry."""
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def fileno(self) -> int:
+        self._check_open()
+        return self._fd
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStoreError(f"File {self._path} is closed", path=self._path)
+
+    # -- writing -----------------------------------------------------------
+
+    def append(self, data) -> int:
+        """Append the bytes of whole entries at the logical end; return their length.
+
+        Raises ``ValueError`` if the file would pass :data:`MAX_SEGMENT_SIZE`
+        (checked before writing). Written at the logical end with ``pwrite``,
+        so a preallocated file is filled, not extended. No fsync.
+        """
+        self._check_open()
+        n = memoryview(data).nbytes
+        if n > MAX_SEGMENT_SIZE - self._size:
+            raise ValueError(
+                f"Append of size {n} bytes is too large for segment with current file "
+                f"position at {self._size}")
+        fs = _fileio.fs
+        view = memoryview(data)
+        done = 0
+        while done < n:
+            w = fs.pwrite(self._fd, view[done:] if done else view, self._size + done)
+            if w <= 0:
+                raise OSError(f"write to {self._path} made no progress")
+            done += w
+        self._size += n
+        self._dirty = True
+        return n
+
+    def flush(self) -> None:
+        """fsync the data (Kafka's ``FileChannel.force(true)``); a no-op when nothing changed."""
+        self._check_open()
+        if self._dirty:
+            _fileio.fs.fsync(self._fd)
+            self._dirty = False
+
+    def truncate_to(self, target_size: int) -> int:
+        """Cut the file to ``target_size`` bytes; return how many went.
+
+        Kafka's rules: a negative target or one above the current size is
+        an error; truncating to the current size still cuts a physically
+        longer (preallocated) file.
+        """
+        self._check_open()
+        if target_size < 0 or target_size > self._size:
+            raise KafkaStoreError(
+                f"Attempt to truncate log segment {self._path} to {target_size} bytes "
+                f"failed, size of this log segment is {self._size} bytes.", path=self._path)
+        fs = _fileio.fs
+        if target_size < self._size or fs.fstat_size(self._fd) != target_size:
+            fs.ftruncate(self._fd, target_size)
+            self._dirty = True
+        truncated = self._size - target_size
+        self._size = target_size
+        return truncated
+
+    def trim(self) -> None:
+        """Drop preallocated space past the logical size."""
+        self.truncate_to(self._size)
+
+    def close(self) -> None:
+        """fsync, trim and close; idempotent."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+            self.trim()
+        finally:
+            self._closed = True
+            _fileio.fs.close(self._fd)
+
+    def close_handlers(self) -> None:
+        """Close without writing anything (after a disk failure)."""
+        if not self._closed:
+            self._closed = True
+            _fileio.fs.close(self._fd)
+
+    def rename_to(self, path: str) -> None:
+        """Atomically rename the file; the open descriptor follows it."""
+        _fileio.fs.rename(self._path, path)
+        self._path = path
+
+    def delete_if_exists(self) -> bool:
+        self.close_handlers()
+        return _fileio.fs.unlink(self._path)
+
+    def last_modified(self) -> float:
+        """Modification time of the file, seconds since the epoch."""
+        return os.stat(self._path).st_mtime
+
+    def set_last_modified(self, seconds: float) -> None:
+        os.utime(self._path, (seconds, seconds))
+
+    # -- reading -----------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position``, fewer only at the logical end."""
+        self._check_open()
+        end = min(self._size, position + size)
+        if position < 0 or position >= end:
+            return b""
+        fs = _fileio.fs
+        want = end - position
+        data = fs.pread(self._fd, want, position)
+        if len(data) < want:  # short read: loop (rare; a signal, a network fs)
+            parts = [data]
+            got = len(data)
+            while got < want:
+                more = fs.pread(self._fd, want - got, position + got)
+                if not more:
+                    raise KafkaStoreError(
+                        f"File {self._path} ended at {position + got}, before its logical "
+                        f"size {self._size}", path=self._path, position=position + got)
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return data
+
+    def slice(self, position: int, size: int) -> LogSlice:
+        """A zero-copy view of ``[position, position + size)``, clamped to the file."""
+        if position < 0:
+            raise ValueError(f"Invalid position: {position} in read from {self._path}")
+        current = self._size
+        if position > current:
+            raise ValueError(f"Slice from position {position} exceeds end position of "
+                             f"{self._path} ({current} bytes)")
+        if size < 0:
+            raise ValueError(f"Invalid size: {size} in read from {self._path}")
+        end = min(current, position + size)
+        return LogSlice(self, position, end - position)
+
+    def walk(self, start: int = 0, end: int | None = None, *,
+             window: int = _WINDOW) -> Iterator[BatchHeader]:
+        """Yield the header of each complete entry in ``[start, end)``.
+
+        Kafka's ``FileLogInputStream``: fewer than 17 bytes left, or an entry
+        running past ``end``, ends the walk silently; a size field below 14
+        raises :class:`CorruptRecordError`. Only headers are read (in windows
+        of a few KiB), never the records; CRCs are not checked.
+        """
+        self._check_open()
+        stop = self._size if end is None else min(end, self._size)
+        pos = start
+        win = b""
+        win_pos = 0
+        fs = _fileio.fs
+        while pos < stop - HEADER_SIZE_UP_TO_MAGIC:
+            rel = pos - win_pos
+            if rel < 0 or rel + _V2_HEADER > len(win):
+                win_pos = pos
+                rel = 0
+                win = fs.pread(self._fd, min(window, stop - pos), pos)
+                self._last_window = (win_pos, win)
+                if len(win) < HEADER_SIZE_UP_TO_MAGIC:
+                    return
+            offset, size = _PREFIX.unpack_from(win, rel)
+            if size < MIN_ENTRY_SIZE:
+                raise CorruptRecordError(
+                    f"Found record size {size} smaller than minimum record overhead "
+                    f"({MIN_ENTRY_SIZE}) in file {self._path}.",
+                    position=pos, offset=offset, path=self._path)
+            if pos > stop - LOG_OVERHEAD - size:
+                return
+            magic = win[rel + 16]
+            if magic >= 2:
+                if rel + _V2_HEADER <= len(win) and size + LOG_OVERHEAD >= _V2_HEADER:
+                    fields = _V2_FIELDS.unpack_from(win, rel)
+                    last = offset + fields[6]
+                    max_ts = fields[8]
+                else:  # an entry too short for a v2 header: report what is there
+                    last, max_ts = offset, -1
+            else:
+                last = offset
+                if magic == 1 and size + LOG_OVERHEAD >= _LEGACY_V1_HEADER \
+                        and rel + _LEGACY_V1_HEADER <= len(win):
+                    max_ts = _V1_TS.unpack_from(win, rel + 18)[0]
+                else:
+                    max_ts = -1
+            yield BatchHeader(pos, size + LOG_OVERHEAD, magic, offset, last, max_ts)
+            pos += size + LOG_OVERHEAD
+
+    def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0, *,
+                                    window: int = _WINDOW) -> BatchHeader | None:
+        """The first entry at or after ``starting_position`` whose last offset >= target.
+
+        Headers are read in windows of ``window`` bytes; a caller that will
+        read the entry next passes its read size, so one ``pread`` serves
+        both (see :meth:`cached_window`).
+        """
+        for header in self.walk(starting_position, window=window):
+            if header.last_offset >= target_offset:
+                return header
+        return None
+
+    def cached_window(self, position: int, size: int) -> bytes | None:
+        """The bytes ``[position, position + size)`` if the last walk's window holds them.
+
+        Only ever a window read in this thread's last walk: callers use it
+        right after :meth:`search_for_offset_with_size`, before any append
+        could matter (entries below the logical size never change).
+        """
+        cached = self._last_window
+        if cached is None:
+            return None
+        win_pos, win = cached
+        rel = position - win_pos
+        if rel < 0 or rel + size > len(win):
+            return None
+        return win[rel:rel + size]
+
+    def scan_chunks(self, start: int = 0, *, validate: bool = True,
+                    chunk_size: int = 64 << 20):
+        """Walk and (optionally) CRC-check every entry from ``start``, without copying.
+
+        Yields ``(buffer, base_position, scan)`` per chunk of about
+        ``chunk_size`` bytes, where ``scan`` is the
+        :class:`~kafkastore.records.BatchScan` of ``buffer`` and entry
+        positions are relative to ``base_position``; stops after the chunk
+        whose scan met an error or the end of the good entries. Used by
+        recovery: the file is mapped read-only and checked in place, so its
+        bytes are read once, at close to ``crc32c`` speed.
+
+        The map assumes, as Kafka does with its ``.lock`` file, that no other
+        process truncates the file while the log is open.
+        """
+        self._check_open()
+        size = self._size
+        if size <= start:
+            return
+        mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)
+        try:
+            if hasattr(mm, "madvise"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            pos = start
+            while pos < size:
+                end = min(size, pos + chunk_size)
+                scan = scan_batches(mm, pos, end, validate=validate)
+                if scan.valid_bytes == 0 and scan.error is None and end < size:
+                    # one entry larger than the chunk: widen the window to hold it
+                    header = mm[pos:pos + LOG_OVERHEAD]
+                    need = _PREFIX.unpack(header)[1] + LOG_OVERHEAD if len(header) == \
+                        LOG_OVERHEAD else 0
+                    if need <= end - pos or pos + need > size:
+                        end = size
+                    else:
+                        end = pos + need
+                    scan = scan_batches(mm, pos, end, validate=validate)
+                scan.position -= pos      # relative to the chunk, as documented
+                if scan.error is not None:
+                    # its traceback holds the scanner's frame and so a view of the map,
+                    # which would keep close() below from unmapping it
+                    scan.error.__traceback__ = None
+                yield mm, pos, scan
+                if scan.error is not None or scan.valid_bytes == 0:
+                    return
+                pos += scan.valid_bytes
+                if pos < end and end == size:
+                    return  # a partial entry at the end of the file
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a caller still holds a view of the map: it is unmapped with the last one
+
+
+class LogSlice:
+    """A range of a ``.log`` file: what :meth:`Log.read` returns, read lazily.
+
+    Holds the :class:`FileRecords`, a ``position`` and a ``size``; nothing
+    is read until asked. The range starts at an entry boundary and may end
+    inside an entry: readers skip a partial trailing entry, as Kafka's
+    consumers do. ``first_offset`` is the offset that was asked for, so
+    records below it (the range starts at the batch that holds it) can be
+    filtered by :meth:`records`.
+    """
+
+    __slots__ = ("file", "position", "size", "first_offset", "first_entry_incomplete", "_data")
+
+    def __init__(self, file: FileRecords, position: int, size: int,
+                 first_offset: int | None = None, first_entry_incomplete: bool = False,
+                 data: bytes | None = None) -> None:
+        self.file = file
+        self.position = position
+        self.size = size
+        self.first_offset = first_offset
+        self.first_entry_incomplete = first_entry_incomplete
+        self._data = data if data is not None and len(data) == size else None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return (f"LogSlice(path={self.file.path!r}, position={self.position}, "
+                f"size={self.size})")
+
+    def to_bytes(self) -> bytes:
+        """The bytes of the range (one ``pread``)."""
+        if self.size == 0:
+            return b""
+        if self._data is not None:
+            return self._data
+        return self.file.read(self.position, self.size)
+
+    def batches(self, *, validate: bool = True):
+        """The complete entries of the range as batch objects.
+
+        With ``validate`` (the default, as a Kafka consumer's ``check.crcs``)
+        each batch's CRC is checked before it is yielded.
+        """
+        data = self.to_bytes()
+        try:
+            yield from iter_batches(data, validate=validate)
+        except KafkaStoreError as exc:
+            raise exc.with_context(path=self.file.path, position_base=self.position) from None
+
+    def records(self, *, validate: bool = True, include_control: bool = False):
+        """Every record of the complete entries, from ``first_offset`` on."""
+        start = self.first_offset
+        for batch in self.batches(validate=validate):
+            if batch.is_control and not include_control:
+                continue
+            if start is not None and batch.last_offset < start:
+                continue
+            try:
+                for record in batch:
+                    if start is None or record.offset >= start:
+                        yield record
+            except KafkaStoreError as exc:
+                raise exc.with_context(path=self.file.path,
+                                       position_base=self.position) from None
+
+    def sendfile(self, sock) -> int:
+        """Send the range to a socket with ``os.sendfile`` (zero copy); bytes sent."""
+        out = sock.fileno() if hasattr(sock, "fileno") else sock
+        fs = _fileio.fs
+        fd = self.file.fileno()
+        sent = 0
+        while sent < self.size:
+            n = fs.sendfile(out, fd, self.position + sent, self.size - sent)
+            if n == 0:
+                break
+            sent += n
+        return sent

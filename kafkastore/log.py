@@ -1,0 +1,1003 @@
+"""One topic-partition log: ordered segments, append, read, roll, flush and recovery.
+
+:class:`Log` folds Kafka's ``UnifiedLog``, ``LocalLog``, ``LogSegments`` and
+``LogLoader`` into one class, for one partition directory. It owns no
+thread or timer: time-based work (``flush.ms`` flushing, delayed deletion
+of ``.deleted`` files, retention) happens when the caller, or the
+``LogManager``, calls in.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from kafkastore import _fileio
+from kafkastore.config import LogConfig
+from kafkastore.errors import (
+    CorruptIndexError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    KafkaStoreError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from kafkastore.file_records import LogSlice
+from kafkastore.records import (
+    CompressionType,
+    TimestampType,
+    encode_batch,
+    iter_batches,
+    scan_batches,
+)
+from kafkastore.segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    LogSegment,
+    RollParams,
+    TimestampAndOffset,
+    offset_from_file_name,
+    segment_file,
+)
+
+__all__ = [
+    "Log",
+    "LogAppendInfo",
+    "LATEST_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "CLEAN_SHUTDOWN_FILE",
+]
+
+logger = logging.getLogger(__name__)
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+#: Kafka's clean-shutdown marker name. Kafka keeps it per log *directory*;
+#: a :class:`Log` opened on its own keeps it in the partition directory,
+#: where Kafka's loader ignores it.
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+_INT_MAX = (1 << 31) - 1
+_LOG_OVERHEAD = 12
+_V2_ATTRS = 21
+_V2_LAST_OFFSET_DELTA = 23
+_V2_MAX_TS = 35
+_V2_COUNT = 57
+_V2_HEADER = 61
+_TS_TYPE_BIT = 0x08
+_CONTROL_BIT = 0x20
+_LEGACY_ATTRS = 17
+_LEGACY_TS = 18
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+
+class LogAppendInfo(NamedTuple):
+    """What an append did: Kafka's ``LogAppendInfo``, the parts a storage user needs."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    log_append_time: int          # -1 unless the log uses LogAppendTime
+    log_start_offset: int
+    valid_bytes: int
+    num_batches: int
+
+
+class _Entry(NamedTuple):
+    data: object          # bytes-like of one whole entry
+    last_offset: int
+    max_timestamp: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    """A partition directory of segments, with Kafka's append, read and recovery rules.
+
+    Files: ``<dir>/<20-digit base offset>.log`` with its ``.index`` and
+    ``.timeindex`` per segment (see :class:`~kafkastore.segment.LogSegment`);
+    ``.deleted`` files wait for deletion after ``file.delete.delay.ms``;
+    ``.cleaned`` and ``.swap`` files are the cleaner's crash-safe swap,
+    finished or rolled back on open. A :class:`Log` opened on its own also
+    keeps ``.kafka_cleanshutdown`` in the directory between a clean
+    :meth:`close` and the next :meth:`open`.
+
+    Invariants: segments are ordered by base offset, the last one is the
+    active segment, and there is always at least one;
+    ``log_start_offset <= log_end_offset``; ``recovery_point <=
+    log_end_offset``; offsets never go backwards except through
+    :meth:`truncate_to`.
+
+    Thread-safety: every mutation takes the log's lock. Readers
+    (:meth:`read`, :meth:`offset_for_timestamp`, the properties) take no
+    lock: they work on an immutable snapshot of the segment list
+    (copy-on-write) and on ``pread``. A segment removed while a reader uses
+    it stays readable until its delayed deletion.
+    """
+
+    def __init__(self, directory: str, config: LogConfig, *, time_ms: Callable[[], int],
+                 standalone: bool) -> None:
+        self.dir = directory
+        self.config = config
+        self._time_ms = time_ms
+        self._standalone = standalone
+        self._lock = threading.RLock()
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: tuple[int, ...] = ()
+        self._next_offset = 0
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self._last_flush_ms = time_ms()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+
+    # -- opening -----------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str, config: LogConfig | dict | None = None, *,
+             recovery_point: int | None = None, log_start_offset: int = 0,
+             had_clean_shutdown: bool | None = None,
+             time_ms: Callable[[], int] | None = None) -> Log:
+        """Open the log in directory ``path``, creating it if needed, and recover it.
+
+        ``recovery_point``, ``log_start_offset`` and ``had_clean_shutdown``
+        are what a ``LogManager`` reads from its checkpoints and marker. On
+        its own (``had_clean_shutdown`` None) the log looks for
+        :data:`CLEAN_SHUTDOWN_FILE` in ``path`` and removes it, so a crash
+        from now on counts as unclean; without a recovery point an unclean
+        open re-validates every segment.
+        """
+        if config is None:
+            config = LogConfig()
+        elif isinstance(config, dict):
+            config = LogConfig.from_dict(config)
+        os.makedirs(path, exist_ok=True)
+        standalone = had_clean_shutdown is None
+        if standalone:
+            marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
+            had_clean_shutdown = os.path.exists(marker)
+            if had_clean_shutdown:
+                _fileio.fs.unlink(marker)
+                _fileio.fs.fsync_dir(path)
+        log = cls(path, config, time_ms=time_ms or _now_ms, standalone=standalone)
+        try:
+            log._load(bool(had_clean_shutdown),
+                      0 if recovery_point is None else recovery_point, log_start_offset)
+        except BaseException:
+            log._close_handlers()
+            raise
+        return log
+
+    def _load(self, clean: bool, recovery_point: int, log_start_offset: int) -> None:
+        fs = _fileio.fs
+        names = sorted(os.listdir(self.dir))
+        # 1. temporary files: .deleted go, .cleaned go, .swap past a .cleaned go
+        cleaned_min = None
+        swaps = []
+        for name in names:
+            full = os.path.join(self.dir, name)
+            if not os.path.isfile(full):
+                continue
+            if name.endswith(DELETED_FILE_SUFFIX) and not name.endswith(".checkpoint.deleted"):
+                fs.unlink(full)
+            elif name.endswith(CLEANED_FILE_SUFFIX):
+                base = _offset_or_none(name)
+                if base is not None:
+                    cleaned_min = base if cleaned_min is None else min(cleaned_min, base)
+                fs.unlink(full)
+            elif name.endswith(SWAP_FILE_SUFFIX):
+                swaps.append(name)
+        valid_swaps = []
+        for name in swaps:
+            base = _offset_or_none(name)
+            if cleaned_min is not None and base is not None and base >= cleaned_min:
+                fs.unlink(os.path.join(self.dir, name))  # part of an unfinished split
+            else:
+                valid_swaps.append(name)
+        # 2-3. the segments an interrupted swap was replacing
+        swap_logs = [n for n in valid_swaps
+                     if n[:-len(SWAP_FILE_SUFFIX)].endswith(LOG_FILE_SUFFIX)
+                     and _offset_or_none(n) is not None]
+        if swap_logs:
+            min_base = None
+            max_next = None
+            for name in swap_logs:
+                base = offset_from_file_name(name)
+                seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True,
+                                      suffix=SWAP_FILE_SUFFIX)
+                try:
+                    nxt = _next_offset_by_walk(seg)  # the swap's index may be stale
+                finally:
+                    seg.close_handlers()
+                min_base = base if min_base is None else min(min_base, base)
+                max_next = nxt if max_next is None else max(max_next, nxt)
+            for name in sorted(os.listdir(self.dir)):
+                if name.endswith(SWAP_FILE_SUFFIX):
+                    continue
+                off = _offset_or_none(name)
+                if off is not None and min_base <= off < max_next and _is_segment_file(name):
+                    fs.unlink(os.path.join(self.dir, name))
+        # 4. finish the swap
+        for name in valid_swaps:
+            fs.rename(os.path.join(self.dir, name),
+                      os.path.join(self.dir, name[:-len(SWAP_FILE_SUFFIX)]))
+        # 5. load the segments
+        names = sorted(os.listdir(self.dir))
+        present = set(names)
+        segments = []
+        for name in names:
+            full = os.path.join(self.dir, name)
+            base = _offset_or_none(name)
+            if base is None or not os.path.isfile(full):
+                continue
+            if name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
+                stem = name[:name.rindex(".")]
+                if stem + LOG_FILE_SUFFIX not in present:
+                    logger.warning("Found an orphaned index file %s, with no corresponding log "
+                                   "file.", full)
+                    fs.unlink(full)
+                continue
+            if not name.endswith(LOG_FILE_SUFFIX):
+                continue
+            time_index_newly_created = (name[:-4] + TIME_INDEX_FILE_SUFFIX) not in present
+            seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True,
+                                  now_ms=self._time_ms())
+            try:
+                seg.sanity_check(time_index_newly_created)
+            except CorruptIndexError as exc:
+                logger.warning("Could not find a valid index for segment %s (%s); rebuilding it",
+                               seg.log.path, exc)
+                self._recover_segment(seg)
+            segments.append(seg)
+        self._set_segments(segments)
+        is_deleted_dir = self.dir.rstrip(os.sep).endswith("-delete")
+        if is_deleted_dir:
+            if not self._segments:
+                self._set_segments([self._new_segment(0)])
+            self._next_offset = self._segments[-1].read_next_offset()
+            self._recovery_point = 0
+            self._log_start_offset = 0
+            return
+        # 7. recover
+        if not clean:
+            self._recover_from(recovery_point)
+        if self._segments:
+            next_offset = self._segments[-1].read_next_offset()
+            if next_offset < log_start_offset:
+                logger.warning("Log end offset %d is below the log start offset %d: deleting all "
+                               "segments", next_offset, log_start_offset)
+                for seg in self._segments:
+                    seg.close_handlers()
+                    seg.delete_if_exists()
+                self._set_segments([])
+        if not self._segments:
+            self._set_segments([self._new_segment(log_start_offset)])
+        self._next_offset = self._segments[-1].read_next_offset()
+        self._recovery_point = self._next_offset if clean else min(recovery_point,
+                                                                   self._next_offset)
+        # 8. the active segment must not look full
+        active = self._segments[-1]
+        active.offset_index.resize(self.config.segment_index_bytes)
+        active.time_index.resize(self.config.segment_index_bytes)
+        # 10.
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+
+    def _recover_segment(self, seg: LogSegment) -> int:
+        return seg.recover()
+
+    def _recover_from(self, recovery_point: int) -> None:
+        segments = list(self._segments)
+        if not segments:
+            return
+        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for i in range(start, len(segments)):
+            seg = segments[i]
+            try:
+                truncated = self._recover_segment(seg)
+            except (InvalidOffsetError, OSError) as exc:
+                logger.warning("Found invalid offset during recovery of %s (%s); emptying it",
+                               seg.log.path, exc)
+                truncated = seg.truncate_to(seg.base_offset)
+            if truncated > 0:
+                logger.warning("Found invalid messages in log segment %s: %d bytes truncated",
+                               seg.log.path, truncated)
+                for later in segments[i + 1:]:
+                    later.close_handlers()
+                    later.delete_if_exists()
+                self._set_segments(segments[:i + 1])
+                return
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        for kind in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+                     TXN_INDEX_FILE_SUFFIX):
+            path = segment_file(self.dir, base_offset, kind)
+            if os.path.exists(path):
+                logger.warning("Newly rolled segment file %s already exists; deleting it first",
+                               path)
+                _fileio.fs.unlink(path)
+        return LogSegment.open(self.dir, base_offset, self.config,
+                               init_file_size=self.config.segment_bytes if self.config.preallocate
+                               else 0, preallocate=self.config.preallocate,
+                               now_ms=self._time_ms())
+
+    def _set_segments(self, segments: Iterable[LogSegment]) -> None:
+        ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
+        self._bases = tuple(s.base_offset for s in ordered)
+        self._segments = ordered
+
+    # -- state -------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The segments, oldest first (an immutable snapshot)."""
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (Kafka's LEO)."""
+        return self._next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below it has been fsynced."""
+        return self._recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._next_offset - self._recovery_point
+
+    @property
+    def size(self) -> int:
+        """Bytes of all ``.log`` files."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self._next_offset}, segments={len(self._segments)})")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"Log {self.dir} is closed", path=self.dir)
+
+    # -- appending ---------------------------------------------------------
+
+    def append(self, records, *, compression=None, compression_level: int | None = None,
+               timestamp: int | None = None, producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1, is_transactional: bool = False,
+               partition_leader_epoch: int = -1) -> LogAppendInfo:
+        """Append records as one v2 batch at the log end; offsets are assigned here.
+
+        ``records`` are what :func:`~kafkastore.records.encode_batch` takes:
+        ``(key, value)``, ``(key, value, timestamp)``, ``(key, value,
+        timestamp, headers)`` tuples or record objects. ``compression``
+        defaults to the log's ``compression.type`` (uncompressed for
+        ``producer``). With ``message.timestamp.type=LogAppendTime`` the
+        batch carries the append time.
+        """
+        records = records if isinstance(records, list) else list(records)
+        with self._lock:
+            self._check_open()
+            if not records:
+                return self._empty_info()
+            now = self._time_ms()
+            codec = self._target_codec(compression)
+            log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+            data = encode_batch(
+                records, base_offset=self._next_offset, compression=codec,
+                compression_level=compression_level if compression_level is not None
+                else self._codec_level(codec),
+                timestamp_type=TimestampType.LOG_APPEND_TIME if log_append
+                else TimestampType.CREATE_TIME,
+                timestamp=now if timestamp is None else timestamp,
+                max_timestamp=now if log_append else None,
+                producer_id=producer_id, producer_epoch=producer_epoch,
+                base_sequence=base_sequence, is_transactional=is_transactional,
+                partition_leader_epoch=partition_leader_epoch)
+            first = self._next_offset
+            last = first + _I32.unpack_from(data, _V2_LAST_OFFSET_DELTA)[0]
+            max_ts = _I64.unpack_from(data, _V2_MAX_TS)[0]
+            if not log_append:
+                self._check_timestamps(iter_batches(data, validate=False), now)
+            self._check_batch_size(len(data), 0)
+            entry = _Entry(data, last, max_ts)
+            self._append_entries([entry], first, len(data), now)
+            return LogAppendInfo(first, last, max_ts, last, now if log_append else -1,
+                                 self._log_start_offset, len(data), 1)
+
+    def append_batches(self, data, *, assign_offsets: bool = True) -> LogAppendInfo:
+        """Append batches encoded elsewhere (a producer's bytes), validated first.
+
+        Every entry's size, structure and CRC are checked; an entry larger
+        than ``max.message.bytes`` is refused (leader mode only, as Kafka).
+        With ``assign_offsets`` (a leader) offsets are assigned from the log
+        end offset by patching each v2 batch's base offset (outside its
+        CRC) or each legacy message's offset; ``LogAppendTime`` logs stamp
+        the batch (and recompute its CRC). With ``assign_offsets=False`` (a
+        follower) the offsets in the bytes are kept: they must increase and
+        start at or above the log end offset. A partial entry at the end is
+        dropped, as Kafka trims a request to its valid bytes.
+        """
+        view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
+        scan = scan_batches(view, validate=True)
+        if scan.error is not None:
+            raise scan.error
+        n = len(scan)
+        if n == 0:
+            with self._lock:
+                self._check_open()
+                return self._empty_info()
+        positions = scan.position.tolist()
+        sizes = scan.size.tolist()
+        magics = scan.magic.tolist()
+        lasts = scan.last_offset.tolist()
+        max_tss = scan.max_timestamp.tolist()
+        bases = scan.base_offset.tolist()
+        with self._lock:
+            self._check_open()
+            now = self._time_ms()
+            log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+            entries: list[_Entry] = []
+            if assign_offsets:
+                counter = self._next_offset
+                first = counter
+                buf = bytearray(view[:scan.valid_bytes])
+                for i in range(n):
+                    pos, size, magic = positions[i], sizes[i], magics[i]
+                    self._check_batch_size(size, pos)
+                    entry_bytes, counter = self._assign_entry(buf, pos, size, magic, counter,
+                                                              now, log_append)
+                    entries.append(entry_bytes)
+            else:
+                first = bases[0] if magics[0] >= 2 else lasts[0]
+                if first < self._next_offset:
+                    raise UnexpectedAppendOffsetError(
+                        f"Unexpected offset in append to {self.dir}. First offset {first} is "
+                        f"less than the next offset {self._next_offset}. First 10 offsets in "
+                        f"append: {lasts[:10]}", offset=first, path=self.dir)
+                prev = self._next_offset - 1
+                for i in range(n):
+                    if lasts[i] <= prev:
+                        raise OffsetsOutOfOrderError(
+                            f"Out of order offsets found in append to {self.dir}: "
+                            f"{lasts[i]} after {prev}", offset=lasts[i], position=positions[i])
+                    prev = lasts[i]
+                    pos, size = positions[i], sizes[i]
+                    entries.append(_Entry(view[pos:pos + size], lasts[i], max_tss[i]))
+            if not log_append:
+                self._check_timestamps(iter_batches(view[:scan.valid_bytes], validate=False),
+                                       now)
+            total = sum(sizes)
+            self._append_entries(entries, first, total, now)
+            max_ts, shallow = -1, entries[0].last_offset
+            for e in entries:
+                if e.max_timestamp > max_ts:
+                    max_ts, shallow = e.max_timestamp, e.last_offset
+            return LogAppendInfo(first, entries[-1].last_offset, max_ts, shallow,
+                                 now if (log_append and assign_offsets) else -1,
+                                 self._log_start_offset, total, n)
+
+    def _assign_entry(self, buf: bytearray, pos: int, size: int, magic: int, counter: int,
+                      now: int, log_append: bool) -> tuple[_Entry, int]:
+        """Give one entry of ``buf`` offsets from ``counter``; return it and the next counter."""
+        import crc32c
+
+        if magic >= 2:
+            attrs = _I16.unpack_from(buf, pos + _V2_ATTRS)[0]
+            delta = _I32.unpack_from(buf, pos + _V2_LAST_OFFSET_DELTA)[0]
+            count = _I32.unpack_from(buf, pos + _V2_COUNT)[0]
+            if attrs & _CONTROL_BIT:
+                raise InvalidRecordError("Clients are not allowed to write control records",
+                                         position=pos, path=self.dir)
+            if count <= 0 or delta + 1 != count:
+                raise InvalidRecordError(
+                    f"Inconsistent batch offset range [0, {delta}] and count of records {count}",
+                    position=pos, path=self.dir)
+            if attrs & _TS_TYPE_BIT and not log_append:
+                raise InvalidRecordError("Producer should not set timestamp type to "
+                                         "LogAppendTime", position=pos, path=self.dir)
+            _I64.pack_into(buf, pos, counter)
+            if log_append:
+                _I16.pack_into(buf, pos + _V2_ATTRS, attrs | _TS_TYPE_BIT)
+                _I64.pack_into(buf, pos + _V2_MAX_TS, now)
+                _U32.pack_into(buf, pos + 17,
+                               crc32c.crc32c(memoryview(buf)[pos + _V2_ATTRS:pos + size]))
+            last = counter + delta
+            max_ts = _I64.unpack_from(buf, pos + _V2_MAX_TS)[0]
+            return _Entry(memoryview(buf)[pos:pos + size], last, max_ts), last + 1
+        attrs = buf[pos + _LEGACY_ATTRS]
+        if attrs & 0x07:  # a compressed wrapper: offsets live inside
+            return self._assign_wrapper(buf, pos, size, magic, counter, now, log_append)
+        if magic == 1 and attrs & _TS_TYPE_BIT and not log_append:
+            raise InvalidRecordError("Producer should not set timestamp type to LogAppendTime",
+                                     position=pos, path=self.dir)
+        _I64.pack_into(buf, pos, counter)
+        max_ts = -1
+        if magic == 1:
+            if log_append:
+                buf[pos + _LEGACY_ATTRS] = attrs | _TS_TYPE_BIT
+                _I64.pack_into(buf, pos + _LEGACY_TS, now)
+                _legacy_recrc(buf, pos, size)
+            max_ts = _I64.unpack_from(buf, pos + _LEGACY_TS)[0]
+        return _Entry(memoryview(buf)[pos:pos + size], counter, max_ts), counter + 1
+
+    def _assign_wrapper(self, buf, pos, size, magic, counter, now, log_append):
+        """A legacy compressed wrapper: in place when its inner offsets allow, else rebuilt."""
+        wrapper = next(iter_batches(bytes(buf[pos:pos + size]), validate=False))
+        inner = list(wrapper)
+        n = len(inner)
+        if n == 0:
+            raise InvalidRecordError("Compressed wrapper holds no messages", position=pos,
+                                     path=self.dir)
+        last = counter + n - 1
+        stored = [r.offset for r in inner]
+        if magic == 1:
+            ok = stored == list(range(wrapper.last_offset - n + 1, wrapper.last_offset + 1))
+        else:
+            ok = stored == list(range(counter, last + 1))
+        attrs = buf[pos + _LEGACY_ATTRS]
+        if ok and not (log_append and magic == 0):
+            _I64.pack_into(buf, pos, last)
+            max_ts = -1
+            if magic == 1:
+                if log_append:
+                    buf[pos + _LEGACY_ATTRS] = attrs | _TS_TYPE_BIT
+                    _I64.pack_into(buf, pos + _LEGACY_TS, now)
+                    _legacy_recrc(buf, pos, size)
+                max_ts = _I64.unpack_from(buf, pos + _LEGACY_TS)[0]
+            return _Entry(memoryview(buf)[pos:pos + size], last, max_ts), last + 1
+        # rebuild with the assigned offsets (Kafka's path 3)
+        rebuilt = encode_batch(
+            [(r.key, r.value, r.timestamp) for r in inner], magic=magic, base_offset=counter,
+            compression=attrs & 0x07,
+            timestamp_type=TimestampType.LOG_APPEND_TIME if log_append
+            else TimestampType.CREATE_TIME, timestamp=now)
+        self._check_batch_size(len(rebuilt), pos)
+        scan = scan_batches(rebuilt, validate=False)
+        return _Entry(rebuilt, last, int(scan.max_timestamp[0])), last + 1
+
+    def _check_batch_size(self, size: int, position: int) -> None:
+        limit = self.config.max_message_bytes
+        if size > limit:
+            raise RecordTooLargeError(
+                f"The record batch size in the append to {self.dir} is {size} bytes which "
+                f"exceeds the maximum configured value of {limit}.", limit=limit,
+                position=position, path=self.dir)
+
+    def _check_timestamps(self, batches, now: int) -> None:
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        if before >= (1 << 63) - 1 and after >= (1 << 63) - 1:
+            return
+        for batch in batches:
+            for record in batch:
+                ts = record.timestamp
+                if ts != -1 and (ts < now - before or ts > now + after):
+                    raise InvalidRecordError(
+                        f"Timestamp {ts} of message with offset {record.offset} is out of "
+                        f"range. The timestamp should be within [{now - before}, "
+                        f"{now + after}]", offset=record.offset, path=self.dir)
+
+    def _target_codec(self, compression):
+        if compression is not None:
+            return CompressionType.parse(compression)
+        configured = self.config.compression_type
+        if configured == "producer":
+            return CompressionType.NONE
+        return CompressionType.parse(configured)
+
+    def _codec_level(self, codec) -> int | None:
+        if codec == CompressionType.GZIP:
+            level = self.config.compression_gzip_level
+            return None if level == -1 else level
+        if codec == CompressionType.LZ4:
+            return self.config.compression_lz4_level
+        if codec == CompressionType.ZSTD:
+            return self.config.compression_zstd_level
+        return None
+
+    def _empty_info(self) -> LogAppendInfo:
+        return LogAppendInfo(self._next_offset, self._next_offset - 1, -1, -1, -1,
+                             self._log_start_offset, 0, 0)
+
+    def _append_entries(self, entries: list[_Entry], first_offset: int, total: int,
+                        now: int) -> None:
+        if total > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"Message batch size is {total} bytes in append to partition {self.dir} which "
+                f"exceeds the maximum configured segment size of {self.config.segment_bytes}.",
+                limit=self.config.segment_bytes, path=self.dir)
+        max_ts = max(e.max_timestamp for e in entries)
+        last = entries[-1].last_offset
+        segment = self._maybe_roll(total, first_offset, max_ts, last, now)
+        try:
+            for e in entries:
+                # each entry is indexed as if appended on its own (one batch per produce)
+                segment.append(e.last_offset, e.max_timestamp, e.last_offset, e.data)
+                self._next_offset = e.last_offset + 1
+        except BaseException:
+            # what reached the file before a failure stays; the end offset follows it
+            self._next_offset = max(self._next_offset, segment.read_next_offset())
+            raise
+        if self._recovery_point > self._next_offset:
+            self._recovery_point = self._next_offset
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        elif now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    def _maybe_roll(self, messages_size: int, first_offset: int, max_ts: int, max_offset: int,
+                    now: int) -> LogSegment:
+        segment = self._segments[-1]
+        params = RollParams(self.config.segment_ms, self.config.segment_bytes, max_ts,
+                            max_offset, messages_size, now)
+        if segment.should_roll(params):
+            segment = self._roll(first_offset)
+        return segment
+
+    # -- roll, flush -------------------------------------------------------
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, log_end_offset)``."""
+        with self._lock:
+            self._check_open()
+            return self._roll(expected_next_offset)
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
+        new_offset = max(expected_next_offset or 0, self._next_offset)
+        active = self._segments[-1]
+        segments = list(self._segments)
+        if new_offset == active.base_offset:
+            if active.size != 0:
+                raise KafkaStoreError(
+                    f"Trying to roll a new log segment for {self.dir} with start offset "
+                    f"{new_offset} = max(provided offset = {expected_next_offset}, LEO = "
+                    f"{self._next_offset}) while it already exists and is active with size "
+                    f"{active.size}.", path=self.dir)
+            # an empty active segment is replaced (KAFKA-6388: its index may look full)
+            segments.pop()
+            self._schedule_delete([active])
+        elif new_offset < active.base_offset:
+            raise KafkaStoreError(
+                f"Trying to roll a new log segment for {self.dir} with start offset "
+                f"{new_offset} lower than start offset of the active segment {active!r}",
+                path=self.dir)
+        else:
+            active.on_become_inactive_segment()
+        segment = self._new_segment(new_offset)
+        segments.append(segment)
+        self._set_segments(segments)
+        # Kafka flushes everything below the new segment asynchronously and
+        # moves the recovery point; with no thread of our own it happens here
+        self._flush_to(new_offset)
+        self.delete_pending_segments()
+        return segment
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: the log end).
+
+        Moves the recovery point to ``offset``.
+        """
+        with self._lock:
+            self._check_open()
+            self._flush_to(self._next_offset if offset is None else offset)
+
+    def _flush_to(self, offset: int) -> None:
+        if offset <= self._recovery_point:
+            return
+        old = self._recovery_point
+        new_dir_entries = False
+        for seg in self._segments_overlapping(old, offset):
+            seg.flush()
+            if seg.base_offset >= old:
+                new_dir_entries = True
+        if new_dir_entries:
+            _fileio.fs.fsync_dir(self.dir)
+        self._recovery_point = offset
+        self._last_flush_ms = self._time_ms()
+
+    def _segments_overlapping(self, start: int, end: int) -> list[LogSegment]:
+        if end <= start:
+            return []
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        j = bisect.bisect_left(self._bases, end)
+        return list(self._segments[i:j])
+
+    def flush_if_due(self, now_ms: int | None = None) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush (the manager's flusher)."""
+        with self._lock:
+            if self._closed:
+                return False
+            now = self._time_ms() if now_ms is None else now_ms
+            if now - self._last_flush_ms >= self.config.flush_ms and self.unflushed_messages:
+                self._flush_to(self._next_offset)
+                return True
+            return False
+
+    # -- reading -----------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, min_one_message: bool = True) -> LogSlice:
+        """A zero-copy slice of the log starting at the batch that holds ``offset``.
+
+        At most ``max_bytes`` (but the whole first batch if
+        ``min_one_message``); empty at the log end. Raises
+        :class:`~kafkastore.errors.OffsetOutOfRangeError` outside
+        ``[log_start_offset, log_end_offset]``.
+        """
+        segments = self._segments
+        bases = self._bases
+        end = self._next_offset
+        start = self._log_start_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for partition {self.dir}, but we only "
+                f"have log segments in the range {start} to {end}.", offset=offset,
+                path=self.dir)
+        if offset == end:
+            active = segments[-1]
+            return LogSlice(active.log, active.size, 0, offset)
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for partition {self.dir}, but we only "
+                f"have log segments upto {end}.", offset=offset, path=self.dir)
+        while i < len(segments):
+            found = segments[i].read(offset, max_bytes, None, min_one_message)
+            if found is not None:
+                return found
+            i += 1
+        active = segments[-1]
+        return LogSlice(active.log, active.size, 0, offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's ``fetchOffsetByTimestamp``.
+
+        ``-2`` (earliest) and ``-4`` give the log start offset, ``-1``
+        (latest) the log end offset, ``-3`` the record with the largest
+        timestamp; a timestamp >= 0 gives the first record at or after it
+        in the first segment whose largest timestamp reaches it, or None.
+        """
+        segments = self._segments
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampAndOffset(-1, self._log_start_offset, None)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self._next_offset, None)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, None)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset(segments)
+        if timestamp < 0:
+            raise ValueError(f"Unknown special timestamp {timestamp}")
+        for seg in segments:
+            if seg.largest_timestamp() >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+        return None
+
+    def _max_timestamp_offset(self, segments) -> TimestampAndOffset | None:
+        best = None
+        for seg in segments:
+            ts = seg.max_timestamp_so_far()
+            if best is None or ts > best[0]:
+                best = (ts, seg)
+        if best is None or best[0] < 0:
+            return None
+        ts, seg = best
+        position = seg.offset_index.lookup(seg.shallow_offset_of_max_timestamp_so_far())[1]
+        for header in seg.log.walk(position):
+            if header.max_timestamp != ts:
+                continue
+            data = seg.log.read(header.position, header.size)
+            batch = next(iter_batches(data, validate=True))
+            epoch = getattr(batch, "partition_leader_epoch", -1)
+            for record in batch:
+                if record.timestamp == ts:
+                    return TimestampAndOffset(ts, record.offset, epoch if epoch >= 0 else None)
+        return None
+
+    # -- truncation and deletion -------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Drop every record at or above ``target_offset`` (a follower's divergence cut).
+
+        Granularity is a batch: a batch holding ``target_offset`` goes whole.
+        Returns False when there was nothing to cut.
+        """
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.dir} to a negative offset "
+                             f"({target_offset}).")
+        with self._lock:
+            self._check_open()
+            if target_offset >= self._next_offset:
+                return False
+            if target_offset < self._segments[0].base_offset:
+                self._truncate_fully_and_start_at(target_offset)
+                return True
+            keep = [s for s in self._segments if s.base_offset <= target_offset]
+            drop = [s for s in self._segments if s.base_offset > target_offset]
+            self._set_segments(keep)
+            self._schedule_delete(drop)
+            active = keep[-1]
+            active.truncate_to(target_offset)
+            self._next_offset = active.read_next_offset()
+            self._log_start_offset = min(target_offset, self._log_start_offset)
+            self._recovery_point = min(self._recovery_point, self._next_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start an empty log at ``new_offset``."""
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        old = list(self._segments)
+        for seg in old:
+            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        fresh = self._new_segment(new_offset)
+        self._set_segments([fresh])
+        for seg in old:
+            self._pending_deletes.append((self._time_ms() + self.config.file_delete_delay_ms,
+                                          seg))
+        self._next_offset = new_offset
+        self._log_start_offset = new_offset
+        self._recovery_point = new_offset
+        _fileio.fs.fsync_dir(self.dir)
+
+    def delete_records(self, new_log_start_offset: int) -> int:
+        """Advance the log start offset (Kafka's DeleteRecords); return the new one.
+
+        Records below it become invisible at once; whole segments below it
+        are removed by retention. It never moves backwards.
+        """
+        with self._lock:
+            self._check_open()
+            if new_log_start_offset > self._next_offset:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {new_log_start_offset} of "
+                    f"partition {self.dir} since it is larger than the high watermark "
+                    f"{self._next_offset}", offset=new_log_start_offset, path=self.dir)
+            if new_log_start_offset > self._log_start_offset:
+                self._log_start_offset = new_log_start_offset
+                if self._recovery_point < new_log_start_offset:
+                    self._recovery_point = new_log_start_offset
+            return self._log_start_offset
+
+    def delete_segments(self, segments: Iterable[LogSegment]) -> int:
+        """Remove non-active segments (retention): rename to ``.deleted``, delete later.
+
+        The log start offset moves to the first remaining segment if it was
+        below it. Returns how many were removed.
+        """
+        with self._lock:
+            self._check_open()
+            drop = [s for s in segments if s is not self._segments[-1] and s in self._segments]
+            if not drop:
+                return 0
+            keep = [s for s in self._segments if s not in drop]
+            self._set_segments(keep)
+            self._schedule_delete(drop)
+            if self._log_start_offset < keep[0].base_offset:
+                self._log_start_offset = keep[0].base_offset
+            return len(drop)
+
+    def _schedule_delete(self, segments: Iterable[LogSegment]) -> None:
+        due = self._time_ms() + self.config.file_delete_delay_ms
+        for seg in segments:
+            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            self._pending_deletes.append((due, seg))
+
+    def delete_pending_segments(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Delete the ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
+        with self._lock:
+            now = self._time_ms() if now_ms is None else now_ms
+            keep, done = [], 0
+            for due, seg in self._pending_deletes:
+                if force or now >= due:
+                    seg.close_handlers()
+                    seg.delete_if_exists()
+                    done += 1
+                else:
+                    keep.append((due, seg))
+            self._pending_deletes = keep
+            return done
+
+    # -- closing -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush everything, close the files and write the clean-shutdown marker."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush_to(self._next_offset)
+                for seg in self._segments:
+                    seg.close()
+                self.delete_pending_segments(force=True)
+                if self._standalone:
+                    marker = os.path.join(self.dir, CLEAN_SHUTDOWN_FILE)
+                    fd = _fileio.fs.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                    try:
+                        _fileio.write_fully(fd, b'{"version":0,"brokerEpoch":0}')
+                        _fileio.fs.fsync(fd)
+                    finally:
+                        _fileio.fs.close(fd)
+                    _fileio.fs.fsync_dir(self.dir)
+            finally:
+                self._closed = True
+
+    def _close_handlers(self) -> None:
+        for seg in self._segments:
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass
+        self._closed = True
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _offset_or_none(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() else None
+
+
+def _is_segment_file(name: str) -> bool:
+    return name.endswith((LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+                          TXN_INDEX_FILE_SUFFIX, ".snapshot"))
+
+
+def _next_offset_by_walk(seg: LogSegment) -> int:
+    nxt = seg.base_offset
+    for header in seg.log.walk(0):
+        nxt = header.last_offset + 1
+    return nxt
+
+
+def _legacy_recrc(buf: bytearray, pos: int, size: int) -> None:
+    import zlib
+
+    crc = zlib.crc32(memoryview(buf)[pos + 16:pos + size])
+    _U32.pack_into(buf, pos + 12, crc)
+

@@ -1,0 +1,591 @@
+"""One log segment: a ``.log`` file and its ``.index`` and ``.timeindex``.
+
+:class:`LogSegment` is Kafka's ``LogSegment`` (``storage/.../log/LogSegment.java``)
+in Python spelling: the same indexing rule, read semantics, recovery, roll
+rules and file-suffix protocol, so the files it writes are the files Kafka
+writes, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from kafkastore import _fileio
+from kafkastore.errors import CorruptIndexError, KafkaStoreError
+from kafkastore.file_records import FileRecords, LogSlice
+from kafkastore.index import OffsetIndex, TimeIndex
+from kafkastore.records import read_batch
+
+__all__ = [
+    "LogSegment",
+    "LogSegmentOffsetOverflowError",
+    "RollParams",
+    "TimestampAndOffset",
+    "filename_prefix_from_offset",
+    "segment_file",
+    "offset_from_file_name",
+    "LOG_FILE_SUFFIX",
+    "INDEX_FILE_SUFFIX",
+    "TIME_INDEX_FILE_SUFFIX",
+    "TXN_INDEX_FILE_SUFFIX",
+    "DELETED_FILE_SUFFIX",
+    "CLEANED_FILE_SUFFIX",
+    "SWAP_FILE_SUFFIX",
+]
+
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+
+_INT_MAX = (1 << 31) - 1
+_LONG_MAX = (1 << 63) - 1
+NO_TIMESTAMP = -1
+
+
+class LogSegmentOffsetOverflowError(KafkaStoreError):
+    """An offset does not fit the segment's 31-bit relative range (Kafka's
+    ``LogSegmentOffsetOverflowException``); the loader splits such segments."""
+
+
+class TimestampAndOffset(NamedTuple):
+    """A record found by timestamp: its timestamp, offset and leader epoch (None if unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+class RollParams(NamedTuple):
+    """Kafka's ``RollParams``: what :meth:`LogSegment.should_roll` weighs."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now: int
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """Kafka's 20-digit, zero-padded file name prefix."""
+    return f"{offset:020d}"
+
+
+def offset_from_file_name(name: str) -> int:
+    """The base offset of a segment file name: the digits before the first dot."""
+    base = os.path.basename(name)
+    return int(base[:base.index(".")] if "." in base else base)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def segment_file(directory: str, base_offset: int, suffix: str, extra: str = "") -> str:
+    return os.path.join(directory, filename_prefix_from_offset(base_offset) + suffix + extra)
+
+
+class _LazyIndex:
+    """Kafka's ``LazyIndex``: the index file is opened (and mmapped) on first use.
+
+    Renames and deletes work on the bare path without creating the file, so
+    a log with thousands of segments opens only the indexes it touches.
+    """
+
+    __slots__ = ("path", "_cls", "_base_offset", "_max_index_size", "_index")
+
+    def __init__(self, cls, path: str, base_offset: int, max_index_size: int) -> None:
+        self._cls = cls
+        self.path = path
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._index = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._index is not None
+
+    def get(self):
+        index = self._index
+        if index is None:
+            index = self._index = self._cls(self.path, self._base_offset, self._max_index_size)
+        return index
+
+    def rename_to(self, path: str) -> None:
+        if self._index is not None:
+            self._index.rename_to(path)
+        elif os.path.exists(self.path):
+            _fileio.fs.rename(self.path, path)
+        self.path = path
+
+    def delete_if_exists(self) -> bool:
+        if self._index is not None:
+            index, self._index = self._index, None
+            return index.delete_if_exists()
+        return _fileio.fs.unlink(self.path)
+
+    def close(self) -> None:
+        if self._index is not None:
+            index, self._index = self._index, None
+            index.close()
+
+    def close_handler(self) -> None:
+        if self._index is not None:
+            index, self._index = self._index, None
+            index.close_handler()
+
+
+class LogSegment:
+    """A segment of a log: ``<base>.log`` plus its sparse offset and time indexes.
+
+    Files: ``<20-digit base offset>.log`` holds entries back to back;
+    ``.index`` holds 8-byte big-endian ``(relative offset, position)`` entries
+    and ``.timeindex`` 12-byte ``(timestamp, relative offset)`` entries, both
+    sparse: one entry per ``index.interval.bytes`` of appended data, mapping
+    the *last* offset of an appended chunk to the chunk's start position.
+
+    Invariants: every offset in the segment lies in
+    ``[base_offset, base_offset + 2**31 - 1]``; index positions are entry
+    starts; index keys strictly increase (offsets) or never decrease
+    (timestamps); the time index of a closed or rolled segment ends with
+    the segment's max timestamp.
+
+    Thread-safety: mutations (append, truncate, recover, roll, close,
+    rename, delete) are made by one thread at a time under the owning
+    :class:`~kafkastore.log.Log`'s lock. Reads (``read``,
+    ``translate_offset``, ``find_offset_by_timestamp``) may run
+    concurrently with an append: they use ``pread`` and see a consistent
+    prefix of the file.
+    """
+
+    def __init__(self, log: FileRecords, offset_index: _LazyIndex, time_index: _LazyIndex,
+                 base_offset: int, index_interval_bytes: int, roll_jitter_ms: int,
+                 now_ms: int | None = None, *,
+                 time_ms: Callable[[], int] | None = None) -> None:
+        self.log = log
+        self._offset_index = offset_index
+        self._time_index = time_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        # the clock for ``created`` (Kafka's LogSegment takes a Time): the owning log's
+        self._time_ms = time_ms or _now_ms
+        self.created = self._time_ms() if now_ms is None else now_ms
+        self._rolling_based_timestamp: int | None = None
+        self._max_ts_and_offset: tuple[int, int] | None = None  # (max ts, its batch's last offset)
+        self._bytes_since_last_index_entry = 0
+
+    # -- opening -----------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str, base_offset: int, config, *, file_already_exists: bool = False,
+             init_file_size: int = 0, preallocate: bool = False, suffix: str = "",
+             now_ms: int | None = None,
+             time_ms: Callable[[], int] | None = None) -> LogSegment:
+        """Open (or create) the segment at ``base_offset`` in ``directory``.
+
+        ``config`` is a :class:`~kafkastore.config.LogConfig`; ``suffix`` is
+        appended to every file name (``.cleaned``, ``.swap``).
+        """
+        max_index_size = config.segment_index_bytes
+        log = FileRecords.open(segment_file(directory, base_offset, LOG_FILE_SUFFIX, suffix),
+                               file_already_exists=file_already_exists,
+                               init_file_size=init_file_size, preallocate=preallocate)
+        offset_index = _LazyIndex(OffsetIndex,
+                                  segment_file(directory, base_offset, INDEX_FILE_SUFFIX, suffix),
+                                  base_offset, max_index_size)
+        time_index = _LazyIndex(TimeIndex,
+                                segment_file(directory, base_offset, TIME_INDEX_FILE_SUFFIX, suffix),
+                                base_offset, max_index_size)
+        return cls(log, offset_index, time_index, base_offset, config.index_interval_bytes,
+                   config.random_segment_jitter(), now_ms, time_ms=time_ms)
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._offset_index.get()
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._time_index.get()
+
+    @property
+    def offset_index_path(self) -> str:
+        return self._offset_index.path
+
+    @property
+    def time_index_path(self) -> str:
+        return self._time_index.path
+
+    @property
+    def size(self) -> int:
+        """Bytes of the ``.log`` file (logical)."""
+        return self.log.size
+
+    def __repr__(self) -> str:
+        return (f"LogSegment(base_offset={self.base_offset}, size={self.size}, "
+                f"path={self.log.path!r})")
+
+    def sanity_check(self, time_index_newly_created: bool) -> None:
+        """Check the index files before trusting them; raise :class:`CorruptIndexError`.
+
+        Stricter than Kafka at this version, which only checks that the
+        offset index exists: both indexes' contents are checked too
+        (sizes, ordering, range), so a bad index is rebuilt, never used.
+        """
+        if not os.path.exists(self._offset_index.path):
+            raise CorruptIndexError(f"Offset index file {self._offset_index.path} does not exist",
+                                    path=self._offset_index.path)
+        if time_index_newly_created:
+            self.time_index.resize(0)
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        # the indexes must point inside the data that is there
+        index = self.offset_index
+        if index.entries:
+            _, position = index.entry(index.entries - 1)
+            if position >= max(self.size, 1):
+                raise CorruptIndexError(
+                    f"Corrupt index found, index file ({index.path}) has an entry at position "
+                    f"{position} past the end of the log ({self.size} bytes)", path=index.path)
+
+    # -- appending ---------------------------------------------------------
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= _INT_MAX
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not self.can_convert_to_relative_offset(offset):
+            raise LogSegmentOffsetOverflowError(
+                f"Detected offset overflow at offset {offset} in segment {self!r}",
+                offset=offset, path=self.log.path)
+
+    def append(self, largest_offset: int, largest_timestamp: int,
+               shallow_offset_of_max_timestamp: int, records) -> None:
+        """Append whole entries whose last offset is ``largest_offset``.
+
+        Kafka's indexing rule: when more than ``index.interval.bytes`` were
+        appended since the last index entry, this append's start position is
+        indexed under ``largest_offset`` and the time index gets the
+        segment's max timestamp so far.
+        """
+        size = memoryview(records).nbytes
+        if size == 0:
+            return
+        position = self.log.size
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self._ensure_offset_in_range(largest_offset)
+        self.log.append(records)
+        self._note_batch(largest_offset, largest_timestamp, shallow_offset_of_max_timestamp,
+                         position, size)
+
+    def _note_batch(self, last_offset: int, max_timestamp: int, offset_of_max: int,
+                    position: int, size: int) -> None:
+        if max_timestamp > self.max_timestamp_so_far():
+            self._max_ts_and_offset = (max_timestamp, offset_of_max)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            ts, off = self._max_ts_and_offset_so_far()
+            self.time_index.maybe_append(ts, off)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    def _max_ts_and_offset_so_far(self) -> tuple[int, int]:
+        if self._max_ts_and_offset is None:
+            ts, off = self.time_index.last_entry
+            self._max_ts_and_offset = (ts, off)
+        return self._max_ts_and_offset
+
+    def max_timestamp_so_far(self) -> int:
+        return self._max_ts_and_offset_so_far()[0]
+
+    def shallow_offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_ts_and_offset_so_far()[1]
+
+    # -- reading -----------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_file_position: int = 0):
+        """The first entry whose last offset >= ``offset``, as a :class:`BatchHeader`, or None."""
+        position = max(self.offset_index.lookup(offset)[1], starting_file_position)
+        return self.log.search_for_offset_with_size(offset, position)
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> LogSlice | None:
+        """Kafka's ``LogSegment.read``: a slice starting at the batch holding ``start_offset``.
+
+        None when ``start_offset`` is past this segment's data. The slice
+        holds at most ``max_size`` bytes (at least the first batch if
+        ``min_one_message``) and ends before ``max_position`` (default: the
+        segment's size).
+        """
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
+        if max_position is None:
+            max_position = self.size
+        index_position = self.offset_index.lookup(start_offset)[1]
+        # One pread for the header walk and the data. The index maps a batch's
+        # *last* offset to its start, so the entry found is usually the batch
+        # before the wanted one: a window of two reads' worth covers both.
+        window = 8192 if max_size > (1 << 20) else max(8192, 2 * max_size + 128)
+        header = self.log.search_for_offset_with_size(start_offset, index_position,
+                                                      window=window)
+        if header is None:
+            return None
+        start_position = header.position
+        adjusted = max(max_size, header.size) if min_one_message else max_size
+        if adjusted == 0:
+            # Kafka: FetchDataInfo(offsetMetadata, MemoryRecords.EMPTY), not flagged incomplete
+            return LogSlice(self.log, start_position, 0, start_offset,
+                            first_entry_incomplete=False)
+        fetch_size = max(0, min(max_position - start_position, adjusted))
+        return LogSlice(self.log, start_position, fetch_size, start_offset,
+                        first_entry_incomplete=adjusted < header.size,
+                        data=self.log.cached_window(start_position, fetch_size))
+
+    def read_next_offset(self) -> int:
+        """The offset after the last entry (``base_offset`` if empty): scans past the last index entry."""
+        start = self.offset_index.lookup(self.offset_index.last_offset)[1]
+        next_offset = self.base_offset
+        for header in self.log.walk(start):
+            next_offset = header.last_offset + 1
+        return next_offset
+
+    def has_overflow(self) -> bool:
+        next_offset = self.read_next_offset()
+        return next_offset > self.base_offset and not self.can_convert_to_relative_offset(
+            next_offset - 1)
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int):
+        return self.offset_index.fetch_upper_bound_offset(start_position, fetch_size)
+
+    def find_offset_by_timestamp(self, timestamp: int,
+                                 starting_offset: int | None = None) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``."""
+        if starting_offset is None:
+            starting_offset = self.base_offset
+        _, index_offset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(index_offset, starting_offset))[1]
+        for header in self.log.walk(position):
+            if header.max_timestamp < timestamp:
+                continue
+            batch = read_batch(self.log.read(header.position, header.size))
+            epoch = getattr(batch, "partition_leader_epoch", -1)
+            for record in batch:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset,
+                                              epoch if epoch >= 0 else None)
+        return None
+
+    # -- timestamps --------------------------------------------------------
+
+    def largest_record_timestamp(self) -> int | None:
+        ts = self.max_timestamp_so_far()
+        return ts if ts >= 0 else None
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the ``.log`` file's mtime (ms) when there is none."""
+        ts = self.max_timestamp_so_far()
+        return ts if ts >= 0 else self.last_modified()
+
+    def last_modified(self) -> int:
+        return int(self.log.last_modified() * 1000)
+
+    def set_last_modified(self, ms: int) -> None:
+        seconds = ms / 1000.0
+        for path in (self.log.path, self._offset_index.path, self._time_index.path):
+            if os.path.exists(path):
+                os.utime(path, (seconds, seconds))
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None:
+            for header in self.log.walk(0):
+                self._rolling_based_timestamp = header.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now - self.created
+
+    def get_first_batch_timestamp(self) -> int:
+        self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        return ts if ts is not None and ts >= 0 else _LONG_MAX
+
+    def should_roll(self, params: RollParams) -> bool:
+        """Kafka's five roll conditions (size, time with jitter, full indexes, offset range)."""
+        reached_roll_ms = self.time_waited_for_roll(
+            params.now, params.max_timestamp_in_messages) > params.max_segment_ms - self.roll_jitter_ms
+        size = self.size
+        return (size > params.max_segment_bytes - params.messages_size
+                or (size > 0 and reached_roll_ms)
+                or self.offset_index.is_full()
+                or self.time_index.is_full()
+                or not self.can_convert_to_relative_offset(params.max_offset_in_messages))
+
+    # -- recovery and truncation -------------------------------------------
+
+    def recover(self) -> int:
+        """Rebuild both indexes from the ``.log``; cut an invalid tail; return bytes cut.
+
+        Every entry's CRC is checked, as Kafka's ``LogSegment.recover``;
+        the scan stops at the first entry that is corrupt, partial or out of
+        the segment's offset range (the last raises
+        :class:`LogSegmentOffsetOverflowError` so the loader can split).
+        """
+        offset_index = self.offset_index
+        time_index = self.time_index
+        offset_index.reset()
+        time_index.reset()
+        self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
+        valid_bytes = 0
+        last_index_entry = 0
+        interval = self.index_interval_bytes
+        base = self.base_offset
+        max_ts, max_off = NO_TIMESTAMP, base
+        try:
+            for _buf, chunk_pos, scan in self.log.scan_chunks(0):
+                positions = scan.position.tolist()
+                sizes = scan.size.tolist()
+                lasts = scan.last_offset.tolist()
+                max_tss = scan.max_timestamp.tolist()
+                for i in range(len(positions)):
+                    last = lasts[i]
+                    if not 0 <= last - base <= _INT_MAX:
+                        raise LogSegmentOffsetOverflowError(
+                            f"Detected offset overflow at offset {last} in segment {self!r}",
+                            offset=last, path=self.log.path, position=chunk_pos + positions[i])
+                    if max_tss[i] > max_ts:
+                        max_ts, max_off = max_tss[i], last
+                    if valid_bytes - last_index_entry > interval:
+                        offset_index.append(last, valid_bytes)
+                        time_index.maybe_append(max_ts, max_off)
+                        last_index_entry = valid_bytes
+                    valid_bytes += sizes[i]
+                if scan.error is not None:
+                    break
+        finally:
+            self._max_ts_and_offset = (max_ts, max_off)
+        truncated = self.log.size - valid_bytes
+        self.log.truncate_to(valid_bytes)
+        offset_index.trim_to_valid_size()
+        time_index.maybe_append(max_ts, max_off, skip_full_check=True)
+        time_index.trim_to_valid_size()
+        # bytes_since_last_index_entry is left alone, as Kafka's recover() does: the
+        # next appends index exactly as Kafka's would
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every entry holding an offset >= ``offset`` (whole batches); return bytes cut."""
+        mapping = self.translate_offset(offset)
+        offset_index = self.offset_index
+        time_index = self.time_index
+        offset_index.truncate_to(offset)
+        time_index.truncate_to(offset)
+        offset_index.resize(offset_index.max_index_size)
+        time_index.resize(time_index.max_index_size)
+        truncated = 0
+        if mapping is not None:
+            truncated = self.log.truncate_to(mapping.position)
+        if self.log.size == 0:
+            self.created = self._time_ms()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        # Kafka's maxTimestampSoFar() here also loads a not yet known max timestamp (a
+        # reopened segment) from the truncated time index, then rescans past that entry
+        if self.max_timestamp_so_far() >= 0:
+            self._read_largest_timestamp()
+        return truncated
+
+    def _read_largest_timestamp(self) -> None:
+        ts, off = self.time_index.last_entry
+        position = self.offset_index.lookup(off)[1]
+        for header in self.log.walk(position):
+            if header.max_timestamp > ts:
+                ts, off = header.max_timestamp, header.last_offset
+        self._max_ts_and_offset = (ts, off)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: final time index entry, trim both indexes and the file."""
+        ts, off = self._max_ts_and_offset_so_far()
+        self.time_index.maybe_append(ts, off, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+
+    def flush(self) -> None:
+        """fsync the ``.log`` and msync both indexes."""
+        self.log.flush()
+        if self._offset_index.loaded:
+            self.offset_index.flush()
+        if self._time_index.loaded:
+            self.time_index.flush()
+
+    def close(self) -> None:
+        """Final time index entry (if loaded), close the indexes (trimmed) and the file."""
+        try:
+            if self._max_ts_and_offset is not None:
+                try:
+                    ts, off = self._max_ts_and_offset
+                    self.time_index.maybe_append(ts, off, skip_full_check=True)
+                except KafkaStoreError:
+                    pass  # Kafka swallows this too: the index is rebuilt if needed
+        finally:
+            try:
+                self._offset_index.close()
+                self._time_index.close()
+            finally:
+                self.log.close()
+
+    def close_handlers(self) -> None:
+        """Release files without writing (after a disk failure)."""
+        self._offset_index.close_handler()
+        self._time_index.close_handler()
+        self.log.close_handlers()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all files by replacing ``old_suffix`` (which each name must end with)."""
+        def swap(path: str) -> str:
+            if not path.endswith(old_suffix):
+                raise KafkaStoreError(f"Expected {path} to end with {old_suffix}", path=path)
+            return path[:len(path) - len(old_suffix)] + new_suffix if old_suffix else \
+                path + new_suffix
+
+        self.log.rename_to(swap(self.log.path))
+        self._offset_index.rename_to(swap(self._offset_index.path))
+        self._time_index.rename_to(swap(self._time_index.path))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return (self.log.path.endswith(suffix) and self._offset_index.path.endswith(suffix)
+                and self._time_index.path.endswith(suffix))
+
+    def delete_if_exists(self) -> None:
+        """Delete all files; missing files are not an error."""
+        errors = []
+        for action in (self.log.delete_if_exists, self._offset_index.delete_if_exists,
+                       self._time_index.delete_if_exists):
+            try:
+                action()
+            except OSError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    @staticmethod
+    def delete_files_if_exist(directory: str, base_offset: int, suffix: str = "") -> None:
+        """Delete the segment files of ``base_offset`` + ``suffix`` by name."""
+        for kind in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+                     TXN_INDEX_FILE_SUFFIX):
+            _fileio.fs.unlink(segment_file(directory, base_offset, kind, suffix))
+
