@@ -1,0 +1,97 @@
+"""Micro-benchmarks: offset index lookups beside ``numpy.searchsorted``, and the
+index_search kernel compiled vs pure.
+
+Deselected by default (tests/conftest.py marks everything here ``benchmark``); run with
+
+    pytest tests/benchmarks/test_bench_index.py -m benchmark --benchmark-group-by=group
+
+Groups: ``index-lookup-random`` and ``index-lookup-tail`` put ``OffsetIndex.lookup``
+(``kafkastore``, live backend), numpy's ``searchsorted`` on a big-endian view of the
+mapped file (``numpy_view``, the issue's peer; the bar is kafkastore >= 4x faster) and on
+a native copy of the keys made once (``numpy_copy``, numpy's best case) side by side,
+``N_TARGETS`` lookups per round in a full 10 MiB offset index. ``index-search-kernel``
+compares ``kafkastore._ext.index_search`` with ``kafkastore._pure.index_search``
+(conftest's ``impl`` fixture). There are no timing assertions; every implementation's
+answers are checked against the others before it is timed.
+
+The index, the targets and the numpy peer are ``asv_bench/benchmarks/index.py``'s, loaded
+by file as in ``test_bench_records.py``, so asv and pytest-benchmark measure the same thing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkastore._kernels import BACKEND
+
+ASV_BENCHMARKS = Path(__file__).resolve().parents[2] / "asv_bench" / "benchmarks"
+
+
+def _load_asv_index():
+    """``asv_bench/benchmarks/index.py`` inside the package ``_asv_benchmarks`` (the name
+    ``test_bench_records.py`` uses, so the two share one import)."""
+    name = "_asv_benchmarks"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, ASV_BENCHMARKS / "__init__.py", submodule_search_locations=[str(ASV_BENCHMARKS)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return importlib.import_module(f"{name}.index")
+
+
+B = _load_asv_index()
+
+
+@pytest.fixture(scope="module")
+def index_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("index") / B.INDEX_FILE
+    B.write_offset_index(str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("targets", B.TARGETS)
+@pytest.mark.parametrize("lib", B.IMPLS)
+def test_lookup(benchmark, index_file, lib, targets):
+    benchmark.group = f"index-lookup-{targets}"
+    benchmark.extra_info.update(lib=lib, lookups=B.N_TARGETS, entries=B.N_ENTRIES,
+                                kafkastore_backend=BACKEND)
+    wanted = B.make_targets(targets)
+    reference, close_reference = B.open_impl("numpy_copy", index_file)
+    lookup, close = B.open_impl(lib, index_file)
+    try:
+        for target in wanted[:100]:
+            assert tuple(lookup(target)) == reference(target)
+        if lib == "numpy_view":  # about a millisecond a lookup: a few rounds only
+            benchmark.pedantic(B.lookup_all, (lookup, wanted), rounds=3, iterations=1)
+        else:
+            benchmark(B.lookup_all, lookup, wanted)
+    finally:
+        close()
+        close_reference()
+
+
+@pytest.mark.parametrize("targets", B.TARGETS)
+def test_kernel(benchmark, impl, index_file, targets):
+    benchmark.group = "index-search-kernel"
+    benchmark.extra_info.update(impl=impl.name, targets=targets, lookups=B.N_TARGETS)
+    with open(index_file, "rb") as f:
+        data = f.read()
+    search = impl.index_search.largest_lower_bound_slot
+    relative = [t - B.BASE_OFFSET for t in B.make_targets(targets)]
+
+    def run():
+        for target in relative:
+            search(data, B.N_ENTRIES, 0, target, 0)
+
+    assert search(data, B.N_ENTRIES, 0, 3 * 1000 + 1, 0) == 1000
+    benchmark(run)
