@@ -157,6 +157,7 @@ class Log:
         self._last_flush_ms = time_ms()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        self._failed: BaseException | None = None
 
     # -- opening -----------------------------------------------------------
 
@@ -268,7 +269,7 @@ class Log:
                 continue
             time_index_newly_created = (name[:-4] + TIME_INDEX_FILE_SUFFIX) not in present
             seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True,
-                                  now_ms=self._time_ms())
+                                  time_ms=self._time_ms)
             try:
                 seg.sanity_check(time_index_newly_created)
             except CorruptIndexError as exc:
@@ -345,7 +346,7 @@ class Log:
         return LogSegment.open(self.dir, base_offset, self.config,
                                init_file_size=self.config.segment_bytes if self.config.preallocate
                                else 0, preallocate=self.config.preallocate,
-                               now_ms=self._time_ms())
+                               time_ms=self._time_ms)
 
     def _set_segments(self, segments: Iterable[LogSegment]) -> None:
         ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
@@ -397,6 +398,10 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"Log {self.dir} is closed", path=self.dir)
+        if self._failed is not None:
+            raise LogClosedError(
+                f"Log {self.dir} failed an fsync ({self._failed}); what reached the disk is "
+                f"unknown, so it takes no more writes. Reopen it to recover.", path=self.dir)
 
     # -- appending ---------------------------------------------------------
 
@@ -506,7 +511,12 @@ class Log:
                 self._check_timestamps(iter_batches(view[:scan.valid_bytes], validate=False),
                                        now)
             total = sum(sizes)
-            self._append_entries(entries, first, total, now)
+            roll_offset = None
+            if not assign_offsets and magics[0] < 2:
+                # a legacy wrapper's first offset is unknown without inflating it:
+                # Kafka rolls at lastOffset - Integer.MAX_VALUE (then max with the LEO)
+                roll_offset = lasts[-1] - _INT_MAX
+            self._append_entries(entries, first, total, now, roll_offset)
             max_ts, shallow = -1, entries[0].last_offset
             for e in entries:
                 if e.max_timestamp > max_ts:
@@ -639,7 +649,7 @@ class Log:
                              self._log_start_offset, 0, 0)
 
     def _append_entries(self, entries: list[_Entry], first_offset: int, total: int,
-                        now: int) -> None:
+                        now: int, roll_offset: int | None = None) -> None:
         if total > self.config.segment_bytes:
             raise RecordTooLargeError(
                 f"Message batch size is {total} bytes in append to partition {self.dir} which "
@@ -647,7 +657,8 @@ class Log:
                 limit=self.config.segment_bytes, path=self.dir)
         max_ts = max(e.max_timestamp for e in entries)
         last = entries[-1].last_offset
-        segment = self._maybe_roll(total, first_offset, max_ts, last, now)
+        segment = self._maybe_roll(total, first_offset if roll_offset is None else roll_offset,
+                                   max_ts, last, now)
         try:
             for e in entries:
                 # each entry is indexed as if appended on its own (one batch per produce)
@@ -725,12 +736,18 @@ class Log:
             return
         old = self._recovery_point
         new_dir_entries = False
-        for seg in self._segments_overlapping(old, offset):
-            seg.flush()
-            if seg.base_offset >= old:
-                new_dir_entries = True
-        if new_dir_entries:
-            _fileio.fs.fsync_dir(self.dir)
+        try:
+            for seg in self._segments_overlapping(old, offset):
+                seg.flush()
+                if seg.base_offset >= old:
+                    new_dir_entries = True
+            if new_dir_entries:
+                _fileio.fs.fsync_dir(self.dir)
+        except OSError as exc:
+            # After a failed fsync the page cache may have dropped the dirty pages
+            # and a retry would report success ("fsyncgate"): fail the log instead.
+            self._failed = exc
+            raise
         self._recovery_point = offset
         self._last_flush_ms = self._time_ms()
 
@@ -762,6 +779,8 @@ class Log:
         :class:`~kafkastore.errors.OffsetOutOfRangeError` outside
         ``[log_start_offset, log_end_offset]``.
         """
+        if self._closed:
+            raise LogClosedError(f"Log {self.dir} is closed", path=self.dir)
         segments = self._segments
         bases = self._bases
         end = self._next_offset
@@ -795,6 +814,8 @@ class Log:
         timestamp; a timestamp >= 0 gives the first record at or after it
         in the first segment whose largest timestamp reaches it, or None.
         """
+        if self._closed:
+            raise LogClosedError(f"Log {self.dir} is closed", path=self.dir)
         segments = self._segments
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self._log_start_offset, None)
@@ -853,10 +874,11 @@ class Log:
             keep = [s for s in self._segments if s.base_offset <= target_offset]
             drop = [s for s in self._segments if s.base_offset > target_offset]
             self._set_segments(keep)
-            self._schedule_delete(drop)
+            # newest first: a crash part-way leaves a shorter log, never one with a hole
+            self._schedule_delete(reversed(drop))
             active = keep[-1]
             active.truncate_to(target_offset)
-            self._next_offset = active.read_next_offset()
+            self._next_offset = target_offset  # Kafka: updateLogEndOffset(targetOffset)
             self._log_start_offset = min(target_offset, self._log_start_offset)
             self._recovery_point = min(self._recovery_point, self._next_offset)
             return True
@@ -869,13 +891,19 @@ class Log:
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         old = list(self._segments)
+        # Kafka's order: the new segment exists before the old ones go, so a crash
+        # part-way never reopens as an empty log below ``new_offset``
         for seg in old:
-            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            if seg.base_offset == new_offset:
+                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
         fresh = self._new_segment(new_offset)
+        _fileio.fs.fsync_dir(self.dir)
         self._set_segments([fresh])
-        for seg in old:
-            self._pending_deletes.append((self._time_ms() + self.config.file_delete_delay_ms,
-                                          seg))
+        due = self._time_ms() + self.config.file_delete_delay_ms
+        for seg in reversed(old):
+            if not seg.has_suffix(DELETED_FILE_SUFFIX):
+                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            self._pending_deletes.append((due, seg))
         self._next_offset = new_offset
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
@@ -946,8 +974,14 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            if self._failed is not None:
+                self._close_handlers()
+                return
             try:
                 self._flush_to(self._next_offset)
+                active = self._segments[-1]
+                active.offset_index  # noqa: B018 - an empty active segment gets its files too
+                active.time_index  # noqa: B018
                 for seg in self._segments:
                     seg.close()
                 self.delete_pending_segments(force=True)
