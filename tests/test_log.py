@@ -642,6 +642,50 @@ def test_truncate_below_log_start_offset_keeps_start_at_or_below_end(tmp_path, c
     log.close()
 
 
+@pytest.mark.xfail(strict=True, reason="bug: truncate_to sets LEO = target even when the "
+                   "batch holding it is dropped whole, so the end offset falls back to the "
+                   "end of the data on the next open")
+def test_truncate_inside_a_batch_then_reopen_keeps_the_end_offset(tmp_path, clock):
+    """A clean close and reopen gives back the log as it was: after a truncation whose
+    target falls inside a (dropped) batch, the end offset is the same before and after
+    (Log invariant: offsets never go backwards except through truncate_to)."""
+    log = open_log(tmp_path, clock)
+    log.append([(None, b"a"), (None, b"b"), (None, b"c")])  # offsets 0..2
+    log.append([(None, b"d"), (None, b"e")])  # offsets 3..4
+    log.truncate_to(4)
+    end = log.log_end_offset
+    assert [bytes(r.value) for r in read_all(log)] == [b"a", b"b", b"c"]
+    log.close()
+    log = open_log(tmp_path, clock)
+    assert log.log_end_offset == end
+    assert log.recovery_point == end
+    info = log.append([(None, b"f")])
+    assert info.first_offset == end
+    log.close()
+
+
+@pytest.mark.xfail(strict=True, reason="bug: LogSegment.truncate_to recomputes the max "
+                   "timestamp only if it was loaded; otherwise it is later read from the "
+                   "truncated time index alone, missing the batches after its last entry")
+def test_largest_timestamp_after_reopen_and_truncation(tmp_path, clock):
+    """kafka-storage.md 4.7 step 6: after truncateTo the segment's max timestamp is
+    recomputed from the (truncated) time index plus a scan of the batches after its last
+    entry, also when it had not been loaded since the segment was opened."""
+    log = open_log(tmp_path, clock, index_interval_bytes=10_000)  # no sparse entries
+    log.append([(None, b"a", T0)])
+    log.append([(None, b"b", T0 + 50)])
+    log.append([(None, b"c", T0 + 10)])
+    log.append([(None, b"d", T0 + 90)])
+    log.close()
+    log = open_log(tmp_path, clock, index_interval_bytes=10_000)
+    log.truncate_to(3)  # drops the record at T0 + 90, the time index's only entry
+    assert log.active_segment.largest_timestamp() == T0 + 50
+    assert log.offset_for_timestamp(MAX_TIMESTAMP)[:2] == (T0 + 50, 1)
+    assert log.offset_for_timestamp(T0 + 20)[:2] == (T0 + 50, 1)
+    assert log.offset_for_timestamp(T0 + 51) is None
+    log.close()
+
+
 def test_index_resizing_at_truncation(tmp_path, clock):
     """testIndexResizingAtTruncation: a rolled segment's indexes are trimmed to their
     entries; truncating back into it makes it active and resizes both to the max."""

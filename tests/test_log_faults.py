@@ -24,7 +24,6 @@ import pytest
 
 from _logtools import (
     T0,
-    Clock,
     Crash,
     FaultFS,
     Rec,
@@ -32,11 +31,13 @@ from _logtools import (
     crash_image,
     disk_records,
     installed,
+    log_config,
     open_log,
     read_all,
 )
 from kafkastore.errors import KafkaStoreError
-from kafkastore.records import encode_batch
+from kafkastore.records import encode_batch, scan_batches
+from kafkastore.segment import LogSegment
 
 CFG = dict(segment_bytes=700, index_interval_bytes=100, segment_index_bytes=4096)
 CODECS = ("none", "gzip", "lz4", "zstd")
@@ -52,6 +53,7 @@ class Workload:
         self.rng = random.Random(seed)
         self.model: list[Rec] = []
         self.errors: list[BaseException] = []
+        self.inflight: list = []
         self.ts = T0
 
     @property
@@ -71,14 +73,16 @@ class Workload:
         codec = rng.choice(CODECS)
         before = log.log_end_offset
         assert before == self.end
+        self.inflight = []  # records of the append under way (a crash may keep them)
         try:
             if kind == "append":
-                recs = self._records()
+                recs = self.inflight = self._records()
                 info = log.append(recs, compression=codec)
                 assert info.first_offset == before
                 self._add(before, recs)
             elif kind == "batches":
                 first, second = self._records(), self._records()
+                self.inflight = first + second
                 data = (encode_batch(first, base_offset=77, compression=codec)
                         + encode_batch(second, base_offset=3))
                 log.append_batches(data)
@@ -90,6 +94,7 @@ class Workload:
                 log.roll()
                 assert log.active_segment.base_offset == before
         except OSError as exc:
+            self.inflight = []
             self.errors.append(exc)
             assert exc.errno in (errno.ENOSPC, errno.EIO) or "progress" in str(exc), exc
             after = log.log_end_offset
@@ -99,6 +104,7 @@ class Workload:
                 self._add(before, first)
             else:
                 assert after == before, "LEO moved past a failed write"
+        self.inflight = []
         assert log.log_end_offset == self.end
 
     def _add(self, first_offset, recs):
@@ -317,6 +323,45 @@ def test_crash_images_of_a_running_log(tmp_path, preallocate):
         check_clean_reopen(log, work.model)
 
 
+def test_process_crash_at_every_change(tmp_path):
+    """reliability.md F8/C11, the process dies (no power loss: what was written stays):
+    for every n, stop before the n-th change the workload makes to the file system (a
+    write, fsync, truncation, rename, deletion or file creation, opening included), then
+    open the directory with a fresh Log without closing the old one. Every append that
+    returned is there; of the one under way, at most whole batches."""
+    seed, steps = 41, 20
+    total = count_calls(tmp_path, "any", steps, seed)
+    assert total > 30
+    for n in range(1, total + 2):
+        d = tmp_path / f"any-{n}"
+        fs = FaultFS({"any": {n: "crash"}})
+        log = work = None
+        with installed(fs):
+            try:
+                log = open_log(d, **CFG)
+                work = Workload(log, seed)
+                work.run(steps)
+            except Crash:
+                pass
+        if log is not None:
+            abandon(log)
+        if n == total + 1:
+            assert not fs.fired, "the workload changed more than counted"
+        model = work.model if work is not None else []
+        inflight = work.inflight if work is not None else []
+        with installed(FaultFS()):
+            again = open_log(d, **CFG)
+            try:
+                got = read_all(again)
+                assert got[:len(model)] == model, n
+                extra = [(r.key, r.value, r.timestamp) for r in got[len(model):]]
+                assert extra == inflight[:len(extra)], n
+                assert [r.offset for r in got] == list(range(len(got))), n
+            finally:
+                again.close()
+        assert disk_records(d) == got
+
+
 # -- crash before a rename (or any other change) ---------------------------------------------------------------------
 
 
@@ -413,9 +458,10 @@ def test_crash_in_truncate_to(tmp_path):
         assert end == (got[-1].offset + 1), n
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a crash part-way through "
-                   "truncate_fully_and_start_at still reopens in a state the model rejects "
-                   "(the new segment is now created first; the remaining cause is open)")
+@pytest.mark.xfail(strict=True, reason="bug: truncate_fully_and_start_at removes the old "
+                   "segments newest first after creating the new one; a crash leaves the "
+                   "oldest records and loses the newest (spec 5.8: all but the last segment "
+                   "oldest first, then the new segment, then the last)")
 def test_crash_in_truncate_fully_and_start_at(tmp_path):
     """kafka-storage.md 5.8: the new empty segment is created before the last old one
     is removed, so a crash leaves either old records ending at the old end offset, or
@@ -440,9 +486,6 @@ def test_crash_during_recovery_of_a_swap_is_idempotent(tmp_path):
     base = tmp_path / "base"
     os.unlink(base / ".kafka_cleanshutdown")
     # a finished cleaner round of segments 0 and 5 into one segment: all .swap, old untouched
-    from kafkastore.segment import LogSegment
-    from _logtools import log_config
-    from kafkastore.records import scan_batches
     seg = LogSegment.open(str(base), 0, log_config(**CFG), suffix=".swap")
     for name in ("00000000000000000000.log", "00000000000000000005.log"):
         data = (base / name).read_bytes()
@@ -473,3 +516,46 @@ def test_crash_during_recovery_of_a_swap_is_idempotent(tmp_path):
             again.close()
         assert not [x for x in os.listdir(d) if x.endswith((".swap", ".cleaned"))]
     assert n > 1, "open() renamed nothing"
+
+
+@pytest.mark.xfail(strict=True, reason="bug: delete_records raises the recovery point "
+                   "without an fsync and roll() flushes only from the recovery point, so the "
+                   "segment it closes is never fsynced")
+def test_roll_after_delete_records_makes_the_rolled_segment_durable(tmp_path):
+    """kafka-storage.md 5.4: a roll fsyncs every segment below the new one, then moves the
+    recovery point. delete_records raises the recovery point without an fsync (5.8); that
+    must not let the roll skip the fsync of the segment it closes. Otherwise a crash
+    leaves that segment torn below the recovery point, where recovery does not look, and
+    a later full recovery truncates it and deletes every later segment: records that
+    were flushed are lost."""
+    fs = FaultFS()
+    with installed(fs):
+        log = open_log(tmp_path / "log", **CFG)
+        log.append([(b"a", b"0", T0), (b"b", b"1", T0)])
+        log.delete_records(2)
+        log.roll()
+        for seg in log.segments[:-1]:
+            durable, size = fs.unsynced(seg.log.path)
+            assert durable == size, f"{seg!r} not fsynced by the roll"
+        flushed = []
+        for i in range(2, 6):
+            log.append([(b"k%d" % i, b"v%d" % i, T0 + i)])
+            flushed.append(Rec(i, b"k%d" % i, b"v%d" % i, T0 + i))
+        log.flush()
+        claim = log.recovery_point
+        cuts = crash_image(log.dir, tmp_path / "crash", fs, random.Random(0), "all")
+        abandon(log)
+    # a crash state the fsyncs allow: segment 0's unsynced batch torn in its middle
+    durable, _, size = cuts[f"{0:020d}.log"]
+    if durable < size:
+        with open(tmp_path / "crash" / f"{0:020d}.log", "wb") as f:
+            f.write(open(os.path.join(log.dir, f"{0:020d}.log"), "rb").read()[:size // 2])
+    with installed(FaultFS()):
+        # first open with the checkpointed recovery point, then one without it
+        again = open_log(tmp_path / "crash", recovery_point=claim, log_start_offset=2, **CFG)
+        assert read_all(again) == flushed
+        again.close()
+        os.unlink(tmp_path / "crash" / ".kafka_cleanshutdown")
+        again = open_log(tmp_path / "crash", log_start_offset=2, **CFG)
+        assert read_all(again) == flushed
+        again.close()
