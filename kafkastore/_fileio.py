@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["FileSystem", "fs", "install", "write_fully"]
+__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully"]
 
 
 class FileSystem:
@@ -93,16 +93,23 @@ def install(new: FileSystem) -> FileSystem:
 
 
 def write_fully(fd: int, data) -> int:
-    """Write all of ``data``, looping over short writes; return the byte count.
+    """Write all of ``data`` at the file position; return the byte count."""
+    return _fully(lambda view, done: fs.write(fd, view), data)
 
-    A write that makes no progress raises :class:`OSError` (a full disk
-    raises by itself).
-    """
+
+def pwrite_fully(fd: int, data, position: int) -> int:
+    """Write all of ``data`` at ``position`` (the file position is untouched)."""
+    return _fully(lambda view, done: fs.pwrite(fd, view, position + done), data)
+
+
+def _fully(write, data) -> int:
+    """Loop ``write(view, done)`` over short writes; one that makes no progress raises
+    :class:`OSError` (a full disk raises by itself)."""
     view = memoryview(data)
     total = view.nbytes
     done = 0
     while done < total:
-        n = fs.write(fd, view[done:] if done else view)
+        n = write(view[done:] if done else view, done)
         if n <= 0:
             raise OSError(f"write made no progress ({done} of {total} bytes written)")
         done += n

@@ -71,7 +71,7 @@ class FileRecords:
     once, so they never see bytes past what was complete at that moment.
     """
 
-    __slots__ = ("_path", "_fd", "_size", "_closed", "_dirty", "_last_window")
+    __slots__ = ("_path", "_fd", "_size", "_closed", "_dirty")
 
     def __init__(self, path: str, fd: int, size: int) -> None:
         self._path = path
@@ -79,7 +79,6 @@ class FileRecords:
         self._size = size
         self._closed = False
         self._dirty = True    # unknown until the first flush: assume unsynced
-        self._last_window = None
 
     @classmethod
     def open(cls, path: str, *, file_already_exists: bool = False, init_file_size: int = 0,
@@ -92,21 +91,9 @@ class FileRecords:
         untrimmed preallocated file are exposed, and recovery cuts them.
         """
         fs = _fileio.fs
-        if file_already_exists:
-            fd = fs.open(path, os.O_RDWR)
-            try:
-                size = fs.fstat_size(fd)
-                if size > MAX_SEGMENT_SIZE:
-                    raise KafkaStoreError(
-                        f"The size of segment {path} ({size}) is larger than the maximum "
-                        f"allowed segment size of {MAX_SEGMENT_SIZE}", path=path)
-            except BaseException:
-                fs.close(fd)
-                raise
-            return cls(path, fd, size)
-        fd = fs.open(path, os.O_RDWR | os.O_CREAT)
+        fd = fs.open(path, os.O_RDWR if file_already_exists else os.O_RDWR | os.O_CREAT)
         try:
-            if preallocate and init_file_size > 0:
+            if not file_already_exists and preallocate and init_file_size > 0:
                 fs.ftruncate(fd, init_file_size)
                 size = 0
             else:
@@ -160,14 +147,7 @@ class FileRecords:
             raise ValueError(
                 f"Append of size {n} bytes is too large for segment with current file "
                 f"position at {self._size}")
-        fs = _fileio.fs
-        view = memoryview(data)
-        done = 0
-        while done < n:
-            w = fs.pwrite(self._fd, view[done:] if done else view, self._size + done)
-            if w <= 0:
-                raise OSError(f"write to {self._path} made no progress")
-            done += w
+        _fileio.pwrite_fully(self._fd, data, self._size)
         self._size += n
         self._dirty = True
         return n
@@ -281,8 +261,13 @@ class FileRecords:
         Kafka's ``FileLogInputStream``: fewer than 17 bytes left, or an entry
         running past ``end``, ends the walk silently; a size field below 14
         raises :class:`CorruptRecordError`. Only headers are read (in windows
-        of a few KiB), never the records; CRCs are not checked.
+        of ``window`` bytes), never the records; CRCs are not checked.
         """
+        for header, _win_pos, _win in self._walk(start, end, window):
+            yield header
+
+    def _walk(self, start: int, end: int | None, window: int):
+        """:meth:`walk`, yielding with each header the window it was read from."""
         self._check_open()
         stop = self._size if end is None else min(end, self._size)
         pos = start
@@ -295,7 +280,6 @@ class FileRecords:
                 win_pos = pos
                 rel = 0
                 win = fs.pread(self._fd, min(window, stop - pos), pos)
-                self._last_window = (win_pos, win)
                 if len(win) < HEADER_SIZE_UP_TO_MAGIC:
                     return
             offset, size = _PREFIX.unpack_from(win, rel)
@@ -321,37 +305,34 @@ class FileRecords:
                     max_ts = _V1_TS.unpack_from(win, rel + 18)[0]
                 else:
                     max_ts = -1
-            yield BatchHeader(pos, size + LOG_OVERHEAD, magic, offset, last, max_ts)
+            yield BatchHeader(pos, size + LOG_OVERHEAD, magic, offset, last, max_ts), win_pos, win
             pos += size + LOG_OVERHEAD
 
-    def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0, *,
-                                    window: int = _WINDOW) -> BatchHeader | None:
-        """The first entry at or after ``starting_position`` whose last offset >= target.
+    def search_for_offset_with_size(self, target_offset: int,
+                                    starting_position: int = 0) -> BatchHeader | None:
+        """The first entry at or after ``starting_position`` whose last offset >= target."""
+        return self.search_with_data(target_offset, starting_position)[0]
 
-        Headers are read in windows of ``window`` bytes; a caller that will
-        read the entry next passes its read size, so one ``pread`` serves
-        both (see :meth:`cached_window`).
+    def search_with_data(self, target_offset: int, starting_position: int = 0,
+                         read_size: int = 0) -> tuple[BatchHeader | None, bytes | None]:
+        """:meth:`search_for_offset_with_size`, and the entry's first ``read_size`` bytes.
+
+        Headers are read in windows large enough for the entry before the
+        wanted one plus ``read_size`` bytes, so that one ``pread`` usually
+        serves both the walk and the read. The bytes are None when the
+        window did not hold them (or ``read_size`` is 0); read them then.
         """
-        for header in self.walk(starting_position, window=window):
+        # The offset index maps a batch's *last* offset to its start, so a walk
+        # from an index position usually steps over one batch first.
+        window = _WINDOW if read_size > (1 << 20) else max(_WINDOW, 2 * read_size + 128)
+        for header, win_pos, win in self._walk(starting_position, None, window):
             if header.last_offset >= target_offset:
-                return header
-        return None
-
-    def cached_window(self, position: int, size: int) -> bytes | None:
-        """The bytes ``[position, position + size)`` if the last walk's window holds them.
-
-        Only ever a window read in this thread's last walk: callers use it
-        right after :meth:`search_for_offset_with_size`, before any append
-        could matter (entries below the logical size never change).
-        """
-        cached = self._last_window
-        if cached is None:
-            return None
-        win_pos, win = cached
-        rel = position - win_pos
-        if rel < 0 or rel + size > len(win):
-            return None
-        return win[rel:rel + size]
+                size = min(read_size, self._size - header.position)
+                rel = header.position - win_pos
+                if size > 0 and rel + size <= len(win):
+                    return header, win[rel:rel + size]
+                return header, None
+        return None, None
 
     def scan_chunks(self, start: int = 0, *, validate: bool = True,
                     chunk_size: int = 64 << 20):

@@ -559,6 +559,21 @@ class AbstractIndex:
     def entry(self, n: int):  # pragma: no cover - overridden
         raise NotImplementedError
 
+    #: How an index names itself in errors ("index", "time index").
+    _LABEL: ClassVar[str]
+
+    def _raw_entry(self, n: int) -> tuple[int, int]:
+        """Entry ``n`` as stored (relative offsets), bounds-checked for :meth:`entry`."""
+        view = self._view
+        if view is None:
+            raise self._closed()
+        n = _check_int(n, "n")
+        entries = self._entries
+        if n < 0 or n >= entries:
+            raise IndexError(f"Attempt to fetch the {n}th entry from {self._LABEL} "
+                             f"{self._path}, which has size {entries}.")
+        return _read_entry(view, entries, self._KIND, n)
+
 
 class OffsetIndex(AbstractIndex):
     """A segment's ``.index``: maps offsets to byte positions in its ``.log``.
@@ -574,6 +589,7 @@ class OffsetIndex(AbstractIndex):
 
     ENTRY_SIZE = _search.OFFSET_ENTRY_SIZE
     _KIND = _OFFSET_INDEX
+    _LABEL = "index"
 
     _last_offset: int
 
@@ -613,15 +629,7 @@ class OffsetIndex(AbstractIndex):
 
     def entry(self, n: int) -> OffsetPosition:
         """Entry ``n`` (0-based). Raises :class:`IndexError` unless ``0 <= n < entries``."""
-        view = self._view
-        if view is None:
-            raise self._closed()
-        n = _check_int(n, "n")
-        entries = self._entries
-        if n < 0 or n >= entries:
-            raise IndexError(f"Attempt to fetch the {n}th entry from index {self._path}, "
-                             f"which has size {entries}.")
-        relative, position = _read_entry(view, entries, _OFFSET_INDEX, n)
+        relative, position = self._raw_entry(n)
         return OffsetPosition(self._base_offset + relative, position)
 
     def fetch_upper_bound_offset(self, fetch_offset: OffsetPosition | int,
@@ -719,6 +727,7 @@ class TimeIndex(AbstractIndex):
 
     ENTRY_SIZE = _search.TIME_ENTRY_SIZE
     _KIND = _TIME_INDEX
+    _LABEL = "time index"
 
     _last_entry: TimestampOffset
 
@@ -756,15 +765,7 @@ class TimeIndex(AbstractIndex):
 
     def entry(self, n: int) -> TimestampOffset:
         """Entry ``n`` (0-based). Raises :class:`IndexError` unless ``0 <= n < entries``."""
-        view = self._view
-        if view is None:
-            raise self._closed()
-        n = _check_int(n, "n")
-        entries = self._entries
-        if n < 0 or n >= entries:
-            raise IndexError(f"Attempt to fetch the {n}th entry from time index {self._path}, "
-                             f"which has size {entries}.")
-        timestamp, relative = _read_entry(view, entries, _TIME_INDEX, n)
+        timestamp, relative = self._raw_entry(n)
         return TimestampOffset(timestamp, self._base_offset + relative)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:

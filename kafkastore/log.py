@@ -15,8 +15,11 @@ import os
 import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
+
+import crc32c
 
 from kafkastore import _fileio
 from kafkastore.config import LogConfig
@@ -336,13 +339,12 @@ class Log:
                 return
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        for kind in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
-                     TXN_INDEX_FILE_SUFFIX):
+        for kind in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
             path = segment_file(self.dir, base_offset, kind)
             if os.path.exists(path):
                 logger.warning("Newly rolled segment file %s already exists; deleting it first",
                                path)
-                _fileio.fs.unlink(path)
+        LogSegment.delete_files_if_exist(self.dir, base_offset)
         return LogSegment.open(self.dir, base_offset, self.config,
                                init_file_size=self.config.segment_bytes if self.config.preallocate
                                else 0, preallocate=self.config.preallocate,
@@ -395,9 +397,12 @@ class Log:
         return (f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
                 f"log_end_offset={self._next_offset}, segments={len(self._segments)})")
 
-    def _check_open(self) -> None:
+    def _check_not_closed(self) -> None:
         if self._closed:
             raise LogClosedError(f"Log {self.dir} is closed", path=self.dir)
+
+    def _check_open(self) -> None:
+        self._check_not_closed()
         if self._failed is not None:
             raise LogClosedError(
                 f"Log {self.dir} failed an fsync ({self._failed}); what reached the disk is "
@@ -441,7 +446,7 @@ class Log:
             last = first + _I32.unpack_from(data, _V2_LAST_OFFSET_DELTA)[0]
             max_ts = _I64.unpack_from(data, _V2_MAX_TS)[0]
             if not log_append:
-                self._check_timestamps(iter_batches(data, validate=False), now)
+                self._check_timestamps(data, now)
             self._check_batch_size(len(data), 0)
             entry = _Entry(data, last, max_ts)
             self._append_entries([entry], first, len(data), now)
@@ -508,8 +513,7 @@ class Log:
                     pos, size = positions[i], sizes[i]
                     entries.append(_Entry(view[pos:pos + size], lasts[i], max_tss[i]))
             if not log_append:
-                self._check_timestamps(iter_batches(view[:scan.valid_bytes], validate=False),
-                                       now)
+                self._check_timestamps(view[:scan.valid_bytes], now)
             total = sum(sizes)
             roll_offset = None
             if not assign_offsets and magics[0] < 2:
@@ -528,8 +532,6 @@ class Log:
     def _assign_entry(self, buf: bytearray, pos: int, size: int, magic: int, counter: int,
                       now: int, log_append: bool) -> tuple[_Entry, int]:
         """Give one entry of ``buf`` offsets from ``counter``; return it and the next counter."""
-        import crc32c
-
         if magic >= 2:
             attrs = _I16.unpack_from(buf, pos + _V2_ATTRS)[0]
             delta = _I32.unpack_from(buf, pos + _V2_LAST_OFFSET_DELTA)[0]
@@ -559,15 +561,7 @@ class Log:
         if magic == 1 and attrs & _TS_TYPE_BIT and not log_append:
             raise InvalidRecordError("Producer should not set timestamp type to LogAppendTime",
                                      position=pos, path=self.dir)
-        _I64.pack_into(buf, pos, counter)
-        max_ts = -1
-        if magic == 1:
-            if log_append:
-                buf[pos + _LEGACY_ATTRS] = attrs | _TS_TYPE_BIT
-                _I64.pack_into(buf, pos + _LEGACY_TS, now)
-                _legacy_recrc(buf, pos, size)
-            max_ts = _I64.unpack_from(buf, pos + _LEGACY_TS)[0]
-        return _Entry(memoryview(buf)[pos:pos + size], counter, max_ts), counter + 1
+        return _stamp_legacy(buf, pos, size, magic, counter, now, log_append), counter + 1
 
     def _assign_wrapper(self, buf, pos, size, magic, counter, now, log_append):
         """A legacy compressed wrapper: in place when its inner offsets allow, else rebuilt."""
@@ -585,15 +579,7 @@ class Log:
             ok = stored == list(range(counter, last + 1))
         attrs = buf[pos + _LEGACY_ATTRS]
         if ok and not (log_append and magic == 0):
-            _I64.pack_into(buf, pos, last)
-            max_ts = -1
-            if magic == 1:
-                if log_append:
-                    buf[pos + _LEGACY_ATTRS] = attrs | _TS_TYPE_BIT
-                    _I64.pack_into(buf, pos + _LEGACY_TS, now)
-                    _legacy_recrc(buf, pos, size)
-                max_ts = _I64.unpack_from(buf, pos + _LEGACY_TS)[0]
-            return _Entry(memoryview(buf)[pos:pos + size], last, max_ts), last + 1
+            return _stamp_legacy(buf, pos, size, magic, last, now, log_append), last + 1
         # rebuild with the assigned offsets (Kafka's path 3)
         rebuilt = encode_batch(
             [(r.key, r.value, r.timestamp) for r in inner], magic=magic, base_offset=counter,
@@ -612,12 +598,13 @@ class Log:
                 f"exceeds the maximum configured value of {limit}.", limit=limit,
                 position=position, path=self.dir)
 
-    def _check_timestamps(self, batches, now: int) -> None:
+    def _check_timestamps(self, data, now: int) -> None:
+        """Kafka's CreateTime window (``message.timestamp.before/after.max.ms``)."""
         before = self.config.message_timestamp_before_max_ms
         after = self.config.message_timestamp_after_max_ms
         if before >= (1 << 63) - 1 and after >= (1 << 63) - 1:
-            return
-        for batch in batches:
+            return  # the default: no window, nothing to decode
+        for batch in iter_batches(data, validate=False):
             for record in batch:
                 ts = record.timestamp
                 if ts != -1 and (ts < now - before or ts > now + after):
@@ -668,11 +655,9 @@ class Log:
             # what reached the file before a failure stays; the end offset follows it
             self._next_offset = max(self._next_offset, segment.read_next_offset())
             raise
-        if self._recovery_point > self._next_offset:
-            self._recovery_point = self._next_offset
-        if self.unflushed_messages >= self.config.flush_messages:
-            self.flush()
-        elif now - self._last_flush_ms >= self.config.flush_ms:
+        self._recovery_point = min(self._recovery_point, self._next_offset)
+        if (self.unflushed_messages >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms):
             self.flush()
 
     def _maybe_roll(self, messages_size: int, first_offset: int, max_ts: int, max_offset: int,
@@ -779,8 +764,7 @@ class Log:
         :class:`~kafkastore.errors.OffsetOutOfRangeError` outside
         ``[log_start_offset, log_end_offset]``.
         """
-        if self._closed:
-            raise LogClosedError(f"Log {self.dir} is closed", path=self.dir)
+        self._check_not_closed()
         segments = self._segments
         bases = self._bases
         end = self._next_offset
@@ -814,8 +798,7 @@ class Log:
         timestamp; a timestamp >= 0 gives the first record at or after it
         in the first segment whose largest timestamp reaches it, or None.
         """
-        if self._closed:
-            raise LogClosedError(f"Log {self.dir} is closed", path=self.dir)
+        self._check_not_closed()
         segments = self._segments
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self._log_start_offset, None)
@@ -1029,9 +1012,17 @@ def _next_offset_by_walk(seg: LogSegment) -> int:
     return nxt
 
 
-def _legacy_recrc(buf: bytearray, pos: int, size: int) -> None:
-    import zlib
-
-    crc = zlib.crc32(memoryview(buf)[pos + 16:pos + size])
-    _U32.pack_into(buf, pos + 12, crc)
+def _stamp_legacy(buf: bytearray, pos: int, size: int, magic: int, offset: int, now: int,
+                  log_append: bool) -> _Entry:
+    """Give the v0/v1 entry at ``pos`` the offset ``offset`` (outside its CRC) and, for a
+    LogAppendTime log, the v1 timestamp ``now`` (inside it: the CRC-32 is recomputed)."""
+    _I64.pack_into(buf, pos, offset)
+    max_ts = -1
+    if magic == 1:
+        if log_append:
+            buf[pos + _LEGACY_ATTRS] |= _TS_TYPE_BIT
+            _I64.pack_into(buf, pos + _LEGACY_TS, now)
+            _U32.pack_into(buf, pos + 12, zlib.crc32(memoryview(buf)[pos + 16:pos + size]))
+        max_ts = _I64.unpack_from(buf, pos + _LEGACY_TS)[0]
+    return _Entry(memoryview(buf)[pos:pos + size], offset, max_ts)
 

@@ -330,12 +330,8 @@ class LogSegment:
         if max_position is None:
             max_position = self.size
         index_position = self.offset_index.lookup(start_offset)[1]
-        # One pread for the header walk and the data. The index maps a batch's
-        # *last* offset to its start, so the entry found is usually the batch
-        # before the wanted one: a window of two reads' worth covers both.
-        window = 8192 if max_size > (1 << 20) else max(8192, 2 * max_size + 128)
-        header = self.log.search_for_offset_with_size(start_offset, index_position,
-                                                      window=window)
+        # one pread usually serves both the header walk and the data
+        header, data = self.log.search_with_data(start_offset, index_position, max_size)
         if header is None:
             return None
         start_position = header.position
@@ -345,9 +341,10 @@ class LogSegment:
             return LogSlice(self.log, start_position, 0, start_offset,
                             first_entry_incomplete=False)
         fetch_size = max(0, min(max_position - start_position, adjusted))
+        if data is not None and len(data) != fetch_size:
+            data = data[:fetch_size] if len(data) > fetch_size else None
         return LogSlice(self.log, start_position, fetch_size, start_offset,
-                        first_entry_incomplete=adjusted < header.size,
-                        data=self.log.cached_window(start_position, fetch_size))
+                        first_entry_incomplete=adjusted < header.size, data=data)
 
     def read_next_offset(self) -> int:
         """The offset after the last entry (``base_offset`` if empty): scans past the last index entry."""
