@@ -841,8 +841,10 @@ class Log:
     def truncate_to(self, target_offset: int) -> bool:
         """Drop every record at or above ``target_offset`` (a follower's divergence cut).
 
-        Granularity is a batch: a batch holding ``target_offset`` goes whole.
-        Returns False when there was nothing to cut.
+        Granularity is a batch: a batch holding ``target_offset`` goes whole, and
+        the log end offset becomes ``target_offset`` as in Kafka; an empty segment
+        based at the target then keeps that end offset across a reopen. Returns
+        False when there was nothing to cut.
         """
         if target_offset < 0:
             raise ValueError(f"Cannot truncate partition {self.dir} to a negative offset "
@@ -863,7 +865,18 @@ class Log:
             active.truncate_to(target_offset)
             self._next_offset = target_offset  # Kafka: updateLogEndOffset(targetOffset)
             self._log_start_offset = min(target_offset, self._log_start_offset)
-            self._recovery_point = min(self._recovery_point, self._next_offset)
+            data_end = active.read_next_offset()
+            self._recovery_point = min(self._recovery_point, data_end)
+            if data_end < target_offset:
+                # The batch holding the target went whole, so the data ends below the
+                # end offset Kafka sets. Kafka's next open would read the end offset back
+                # from the data and hand out lower offsets again; an empty segment at
+                # the target records it in a file name, which Kafka loads the same way.
+                if active.size == 0 and len(keep) > 1:
+                    # nothing left in it: replace it rather than keep an empty segment
+                    self._set_segments(keep[:-1])
+                    self._schedule_delete([active])
+                self._roll(target_offset)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -874,19 +887,20 @@ class Log:
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         old = list(self._segments)
-        # Kafka's order: the new segment exists before the old ones go, so a crash
-        # part-way never reopens as an empty log below ``new_offset``
-        for seg in old:
-            if seg.base_offset == new_offset:
-                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        last = old.pop()
+        # Kafka's order (LocalLog.truncateFullyAndStartAt): every segment but the last
+        # goes oldest first, so a crash part-way leaves a log that lost a prefix, never
+        # one with a hole; the new segment exists before the last old one goes, so the
+        # end offset never falls back below both the old end and ``new_offset``.
+        self._schedule_delete(old)
+        if last.base_offset == new_offset:
+            # same file names: the old one must be out of the way first
+            self._schedule_delete([last])
         fresh = self._new_segment(new_offset)
         _fileio.fs.fsync_dir(self.dir)
         self._set_segments([fresh])
-        due = self._time_ms() + self.config.file_delete_delay_ms
-        for seg in reversed(old):
-            if not seg.has_suffix(DELETED_FILE_SUFFIX):
-                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
-            self._pending_deletes.append((due, seg))
+        if not last.has_suffix(DELETED_FILE_SUFFIX):
+            self._schedule_delete([last])
         self._next_offset = new_offset
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
@@ -906,9 +920,12 @@ class Log:
                     f"partition {self.dir} since it is larger than the high watermark "
                     f"{self._next_offset}", offset=new_log_start_offset, path=self.dir)
             if new_log_start_offset > self._log_start_offset:
+                # Kafka raises the recovery point to the new start without an fsync.
+                # Bytes below a recovery point are never rescanned, so a torn batch
+                # there would surface only in a later full recovery, which truncates
+                # it and drops every later segment: flush first, keep the invariant.
+                self._flush_to(new_log_start_offset)
                 self._log_start_offset = new_log_start_offset
-                if self._recovery_point < new_log_start_offset:
-                    self._recovery_point = new_log_start_offset
             return self._log_start_offset
 
     def delete_segments(self, segments: Iterable[LogSegment]) -> int:

@@ -497,10 +497,10 @@ class LogSegment:
             self.created = self._time_ms()
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
-        # Kafka's maxTimestampSoFar() here also loads a not yet known max timestamp (a
-        # reopened segment) from the truncated time index, then rescans past that entry
-        if self.max_timestamp_so_far() >= 0:
-            self._read_largest_timestamp()
+        # Kafka rescans only if maxTimestampSoFar() >= 0, which for a reopened segment is
+        # the truncated time index's last entry alone: with no entry left it would miss
+        # the batches still in the file. Always rescan past the last entry instead.
+        self._read_largest_timestamp()
         return truncated
 
     def _read_largest_timestamp(self) -> None:

@@ -642,9 +642,6 @@ def test_truncate_below_log_start_offset_keeps_start_at_or_below_end(tmp_path, c
     log.close()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: truncate_to sets LEO = target even when the "
-                   "batch holding it is dropped whole, so the end offset falls back to the "
-                   "end of the data on the next open")
 def test_truncate_inside_a_batch_then_reopen_keeps_the_end_offset(tmp_path, clock):
     """A clean close and reopen gives back the log as it was: after a truncation whose
     target falls inside a (dropped) batch, the end offset is the same before and after
@@ -664,9 +661,6 @@ def test_truncate_inside_a_batch_then_reopen_keeps_the_end_offset(tmp_path, cloc
     log.close()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: LogSegment.truncate_to recomputes the max "
-                   "timestamp only if it was loaded; otherwise it is later read from the "
-                   "truncated time index alone, missing the batches after its last entry")
 def test_largest_timestamp_after_reopen_and_truncation(tmp_path, clock):
     """kafka-storage.md 4.7 step 6: after truncateTo the segment's max timestamp is
     recomputed from the (truncated) time index plus a scan of the batches after its last

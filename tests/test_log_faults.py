@@ -458,10 +458,6 @@ def test_crash_in_truncate_to(tmp_path):
         assert end == (got[-1].offset + 1), n
 
 
-@pytest.mark.xfail(strict=True, reason="bug: truncate_fully_and_start_at removes the old "
-                   "segments newest first after creating the new one; a crash leaves the "
-                   "oldest records and loses the newest (spec 5.8: all but the last segment "
-                   "oldest first, then the new segment, then the last)")
 def test_crash_in_truncate_fully_and_start_at(tmp_path):
     """kafka-storage.md 5.8: the new empty segment is created before the last old one
     is removed, so a crash leaves either old records ending at the old end offset, or
@@ -518,9 +514,6 @@ def test_crash_during_recovery_of_a_swap_is_idempotent(tmp_path):
     assert n > 1, "open() renamed nothing"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: delete_records raises the recovery point "
-                   "without an fsync and roll() flushes only from the recovery point, so the "
-                   "segment it closes is never fsynced")
 def test_roll_after_delete_records_makes_the_rolled_segment_durable(tmp_path):
     """kafka-storage.md 5.4: a roll fsyncs every segment below the new one, then moves the
     recovery point. delete_records raises the recovery point without an fsync (5.8); that

@@ -16,10 +16,8 @@ the clean-shutdown marker. Invariants: nothing flushed is lost, offsets never go
 backwards, and what is read back is exactly the model's records up to the log end offset.
 
 Truncation targets are batch boundaries and segment bases (a follower's divergence
-point always is one) and the log start offset (which may fall inside a batch); other
-targets inside a batch are covered by test_log.py. Two paths into
-known bugs with their own strict-xfail tests are stepped around while
-``STEP_AROUND_KNOWN_BUGS`` is set (see there).
+point usually is one) and any offset up to the log end, inside a batch included (the
+batch then goes whole and the end offset is the target, kafka-storage.md 5.8).
 
 Budget: 30 examples of up to 30 steps in the default profile (a few seconds); the ``ci``
 (60 x 50) and ``expensive`` (600 x 50, about 40 s) profiles of tests/conftest.py scale it
@@ -62,11 +60,6 @@ from strategies import scaled
 CFG = dict(segment_bytes=2000, index_interval_bytes=100, segment_index_bytes=4096,
            file_delete_delay_ms=1000)
 CODECS = ("none", "gzip", "lz4", "zstd")
-
-#: Paths into bugs that have their own deterministic (strict xfail) tests: the machine
-#: steps around them so that it stays a reliable regression test. Set to False to let it
-#: find them (and remove the detours once the bugs are fixed).
-STEP_AROUND_KNOWN_BUGS = True
 
 keys = st.one_of(st.none(), st.binary(max_size=8))
 values = st.one_of(st.none(), st.binary(max_size=60), st.binary(min_size=200, max_size=300))
@@ -259,18 +252,10 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def truncate_to(self, data):
-        # Targets at batch boundaries and segment bases, as a follower's divergence point
-        # always is; a target inside a batch is test_log's
-        # test_truncate_inside_a_batch_then_reopen_keeps_the_end_offset.
         target = data.draw(st.one_of(st.sampled_from(self.boundaries()),
-                                     st.just(self.leo + 1)), label="target")
+                                     st.integers(0, self.leo), st.just(self.leo + 1)),
+                           label="target")
         bases = [s.base_offset for s in self.log.segments]
-        if STEP_AROUND_KNOWN_BUGS:
-            # truncation forgets batches after the last time index entry when the max
-            # timestamp was not loaded yet: test_log.py::
-            # test_largest_timestamp_after_reopen_and_truncation
-            for seg in self.log.segments:
-                seg.max_timestamp_so_far()
         changed = self.log.truncate_to(target)
         if target >= self.leo:
             assert changed is False
@@ -283,13 +268,10 @@ class LogMachine(RuleBasedStateMachine):
             self.lso = self.leo = target
         else:
             self.batches = [b for b in self.batches if b[-1].offset < target]
-            kept_end = self.batches[-1][-1].offset + 1 if self.batches else 0
-            floor = max(b for b in bases if b <= target)
-            leo = self.log.log_end_offset
-            # Kafka sets LEO = target; a batch is dropped whole, so the data may end lower
-            assert leo in (target, max(kept_end, floor)), (target, kept_end, floor, leo)
-            self.leo = leo
-            self.lso = min(self.lso, target, leo)
+            # kafka-storage.md 5.8: LEO = target, also when the batch holding it went whole
+            assert self.log.log_end_offset == target
+            self.leo = target
+            self.lso = min(self.lso, target)
         self.flushed = min(self.flushed, self.leo)
 
     @rule(data=st.data())
@@ -303,11 +285,6 @@ class LogMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def delete_records(self, data):
         start = data.draw(st.integers(self.lso, self.leo), label="start")
-        if STEP_AROUND_KNOWN_BUGS and start > self.flushed:
-            # delete_records raises the recovery point over unflushed records and the next
-            # roll then skips their fsync: test_log_faults.py::
-            # test_roll_after_delete_records_makes_the_rolled_segment_durable
-            self.flush()
         assert self.log.delete_records(start) == max(start, self.lso)
         self.lso = max(self.lso, start)
         try:
