@@ -627,6 +627,31 @@ class OffsetIndex(AbstractIndex):
             return _tuple_new(OffsetPosition, (base, 0))
         return _tuple_new(OffsetPosition, (base + found[0], found[1]))
 
+    def lookup_with_next(self, target_offset: int) -> tuple[int, int, int]:
+        """:meth:`lookup` as ``(offset, position)`` plus the position of the entry after
+        it (-1 when there is none): a read's search bounds in one call.
+
+        The batch holding ``target_offset`` starts after ``position`` (at it when
+        ``offset == target_offset``) and at or before the next entry's position.
+        """
+        view = self._view
+        if view is None:
+            raise self._closed()
+        if type(target_offset) is not int:
+            target_offset = _check_int(target_offset, "target_offset")
+        base = self._base_offset
+        entries = self._entries
+        slot = _lower_slot(view, entries, _OFFSET_INDEX, target_offset - base, _KEY)
+        if slot < 0:
+            if entries:
+                return base, 0, _read_entry(view, entries, _OFFSET_INDEX, 0)[1]
+            return base, 0, -1
+        relative, position = _read_entry(view, entries, _OFFSET_INDEX, slot)
+        if slot + 1 < entries:
+            return base + relative, position, _read_entry(view, entries, _OFFSET_INDEX,
+                                                          slot + 1)[1]
+        return base + relative, position, -1
+
     def entry(self, n: int) -> OffsetPosition:
         """Entry ``n`` (0-based). Raises :class:`IndexError` unless ``0 <= n < entries``."""
         relative, position = self._raw_entry(n)

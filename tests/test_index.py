@@ -779,9 +779,15 @@ def test_offset_lookups_agree_with_bisect(backend, tmp_path_factory, case, base)
         i = bisect.bisect_right(abs_offsets, target) - 1
         return (base, 0) if i < 0 else (abs_offsets[i], positions[i])
 
+    def floor_and_next(target):
+        i = bisect.bisect_right(abs_offsets, target) - 1
+        after = positions[i + 1] if i + 1 < len(positions) else -1
+        return (base, 0, after) if i < 0 else (abs_offsets[i], positions[i], after)
+
     try:
         for t in targets:
             assert idx.lookup(base + t) == floor(base + t)
+            assert idx.lookup_with_next(base + t) == floor_and_next(base + t)
         start = positions[len(positions) // 2] if positions else 0
         for t in targets[:10]:
             size = abs(t) % 50000
