@@ -39,6 +39,7 @@ KERNELS = [
     "varint",
     "record_batch",
     "index_search",
+    "entry_walk",
 ]
 
 # Set once here; a per-file "# cython:" header may only override, with a comment saying why.

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from kafkastore import _fileio
+from kafkastore._kernels import entry_walk
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.records import (
     LOG_OVERHEAD,
@@ -34,12 +35,14 @@ MAX_SEGMENT_SIZE = (1 << 31) - 1
 # 8-byte offset, 4-byte size, then the bytes up to the magic (FileLogInputStream's 17-byte header)
 HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_ENTRY_SIZE = 14            # Kafka's RECORD_OVERHEAD_V0: the smallest legal size field
-_V2_HEADER = 43                 # up to and including maxTimestamp
-_LEGACY_V1_HEADER = 26          # up to and including the v1 timestamp
 _PREFIX = struct.Struct(">qi")
-_V2_FIELDS = struct.Struct(">qiiBIhiqq")  # base, length, epoch, magic, crc, attrs, lod, first ts, max ts
-_V1_TS = struct.Struct(">q")
 _WINDOW = 8192
+_FIRST_READ = 64          # one v2 header (61 bytes) and a little: the first step of a search
+_PREFETCH_MAX = 64 << 10  # larger reads are not fetched with the search's window
+_FIRST_OFFSET = -(1 << 63)
+_tuple_new = tuple.__new__  # a NamedTuple without its Python-level __new__
+_find_entry = entry_walk.find_entry
+_FOUND, _END, _CORRUPT = entry_walk.FOUND, entry_walk.END, entry_walk.CORRUPT
 
 
 class BatchHeader(NamedTuple):
@@ -272,41 +275,44 @@ class FileRecords:
         stop = self._size if end is None else min(end, self._size)
         pos = start
         win = b""
-        win_pos = 0
-        fs = _fileio.fs
-        while pos < stop - HEADER_SIZE_UP_TO_MAGIC:
-            rel = pos - win_pos
-            if rel < 0 or rel + _V2_HEADER > len(win):
-                win_pos = pos
-                rel = 0
-                win = fs.pread(self._fd, min(window, stop - pos), pos)
-                if len(win) < HEADER_SIZE_UP_TO_MAGIC:
-                    return
-            offset, size = _PREFIX.unpack_from(win, rel)
-            if size < MIN_ENTRY_SIZE:
+        win_pos = start
+        while True:
+            found = self._find(win, win_pos, pos, stop, _FIRST_OFFSET, window)
+            if found is None:
+                return
+            header, win_pos, win = found
+            yield header, win_pos, win
+            pos = header.position + header.size
+
+    def _find(self, win: bytes, win_pos: int, pos: int, stop: int, target: int,
+              window: int):
+        """The first entry at or after file position ``pos`` with last offset >= ``target``.
+
+        ``win`` holds the file's bytes from ``win_pos`` on (it may be empty or end
+        anywhere); more are read in windows of ``window`` bytes as the walk needs
+        them. Returns ``(header, win_pos, win)`` with the window the header was
+        found in, or None at the end of the data (``stop``).
+        """
+        fresh = False
+        while True:
+            status, rel, size, magic, offset, last, max_ts = _find_entry(
+                win, pos - win_pos, stop - win_pos, target)
+            if status == _FOUND:
+                return (_tuple_new(BatchHeader, (win_pos + rel, size, magic, offset, last,
+                                                 max_ts)), win_pos, win)
+            if status == _END:
+                return None
+            if status == _CORRUPT:
                 raise CorruptRecordError(
                     f"Found record size {size} smaller than minimum record overhead "
                     f"({MIN_ENTRY_SIZE}) in file {self._path}.",
-                    position=pos, offset=offset, path=self._path)
-            if pos > stop - LOG_OVERHEAD - size:
-                return
-            magic = win[rel + 16]
-            if magic >= 2:
-                if rel + _V2_HEADER <= len(win) and size + LOG_OVERHEAD >= _V2_HEADER:
-                    fields = _V2_FIELDS.unpack_from(win, rel)
-                    last = offset + fields[6]
-                    max_ts = fields[8]
-                else:  # an entry too short for a v2 header: report what is there
-                    last, max_ts = offset, -1
-            else:
-                last = offset
-                if magic == 1 and size + LOG_OVERHEAD >= _LEGACY_V1_HEADER \
-                        and rel + _LEGACY_V1_HEADER <= len(win):
-                    max_ts = _V1_TS.unpack_from(win, rel + 18)[0]
-                else:
-                    max_ts = -1
-            yield BatchHeader(pos, size + LOG_OVERHEAD, magic, offset, last, max_ts), win_pos, win
-            pos += size + LOG_OVERHEAD
+                    position=win_pos + rel, offset=offset, path=self._path)
+            if fresh and rel == 0:
+                return None  # a fresh window too short for one header: the file shrank
+            pos = win_pos + rel
+            win = _fileio.fs.pread(self._fd, min(window, stop - pos), pos)
+            win_pos = pos
+            fresh = True
 
     def search_for_offset_with_size(self, target_offset: int,
                                     starting_position: int = 0) -> BatchHeader | None:
@@ -314,25 +320,62 @@ class FileRecords:
         return self.search_with_data(target_offset, starting_position)[0]
 
     def search_with_data(self, target_offset: int, starting_position: int = 0,
-                         read_size: int = 0) -> tuple[BatchHeader | None, bytes | None]:
+                         read_size: int = 0, *, next_position: int = -1,
+                         at_start: bool = False) -> tuple[BatchHeader | None, bytes | None]:
         """:meth:`search_for_offset_with_size`, and the entry's first ``read_size`` bytes.
 
-        Headers are read in windows large enough for the entry before the
-        wanted one plus ``read_size`` bytes, so that one ``pread`` usually
-        serves both the walk and the read. The bytes are None when the
+        A read's header search, in one ``pread`` when the offset index allows:
+
+        * ``at_start``: the entry at ``starting_position`` is known to hold the
+          target (its index entry maps exactly ``target_offset``);
+        * ``next_position``: the next index entry's position. The entry there
+          ends above the target, so when it is a v2 batch whose base offset is
+          <= the target it is the wanted one: nothing between need be walked.
+
+        Otherwise the walk reads the header at ``starting_position`` (usually
+        the batch before the wanted one), then windows from the next entry on.
+        A window is ``read_size`` bytes long when that is at most 64 KiB, so the
+        same bytes serve the walk and the read. The bytes are None when the
         window did not hold them (or ``read_size`` is 0); read them then.
+        Larger reads are left to the caller, so a slice that is only ever sent
+        with ``sendfile`` costs no copy.
         """
-        # The offset index maps a batch's *last* offset to its start, so a walk
-        # from an index position usually steps over one batch first.
-        window = _WINDOW if read_size > (1 << 20) else max(_WINDOW, 2 * read_size + 128)
-        for header, win_pos, win in self._walk(starting_position, None, window):
-            if header.last_offset >= target_offset:
-                size = min(read_size, self._size - header.position)
-                rel = header.position - win_pos
-                if size > 0 and rel + size <= len(win):
-                    return header, win[rel:rel + size]
-                return header, None
-        return None, None
+        if self._closed:
+            self._check_open()
+        window = read_size if _WINDOW <= read_size <= _PREFETCH_MAX else _WINDOW
+        stop = self._size
+        pread = _fileio.fs.pread
+        if starting_position < next_position < stop and not at_start:
+            left = stop - next_position
+            win = pread(self._fd, window if window < left else left, next_position)
+            found = _find_entry(win, 0, left, target_offset)
+            # (status, position, size, magic, offset, ...): the entry at next_position, a
+            # v2 batch whose base offset is at or below the target
+            if found[0] == _FOUND and found[1] == 0 and found[3] >= 2 \
+                    and found[4] <= target_offset:
+                header = _tuple_new(BatchHeader, (next_position, *found[2:]))
+                if 0 < read_size <= len(win):
+                    return header, (win if read_size == len(win) else win[:read_size])
+                return header, self._data_in(win, 0, read_size, left)
+            # a stale or sparse index: walk from the start
+        first = window if at_start else _FIRST_READ
+        win = pread(self._fd, min(first, stop - starting_position),
+                    starting_position) if starting_position < stop else b""
+        found = self._find(win, starting_position, starting_position, stop, target_offset,
+                           window)
+        if found is None:
+            return None, None
+        header, win_pos, win = found
+        rel = header.position - win_pos
+        return header, self._data_in(win, rel, read_size, stop - header.position)
+
+    @staticmethod
+    def _data_in(win: bytes, rel: int, read_size: int, left: int) -> bytes | None:
+        """The first ``min(read_size, left)`` bytes from ``win[rel:]``, if it holds them."""
+        size = min(read_size, left)
+        if size <= 0 or rel + size > len(win):
+            return None
+        return win if rel == 0 and size == len(win) else win[rel:rel + size]
 
     def scan_chunks(self, start: int = 0, *, validate: bool = True,
                     chunk_size: int = 64 << 20):

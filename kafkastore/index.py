@@ -79,6 +79,7 @@ _lower_entry = _search.largest_lower_bound_entry
 _lower_slot = _search.largest_lower_bound_slot
 _upper_slot = _search.smallest_upper_bound_slot
 _read_entry = _search.read_entry
+_lower_and_next = _search.lower_entry_and_next
 
 # One fragment per field, big-endian as Java's ByteBuffer writes them.
 _OFFSET_ENTRY = struct.Struct(
@@ -640,17 +641,12 @@ class OffsetIndex(AbstractIndex):
         if type(target_offset) is not int:
             target_offset = _check_int(target_offset, "target_offset")
         base = self._base_offset
-        entries = self._entries
-        slot = _lower_slot(view, entries, _OFFSET_INDEX, target_offset - base, _KEY)
-        if slot < 0:
-            if entries:
-                return base, 0, _read_entry(view, entries, _OFFSET_INDEX, 0)[1]
-            return base, 0, -1
-        relative, position = _read_entry(view, entries, _OFFSET_INDEX, slot)
-        if slot + 1 < entries:
-            return base + relative, position, _read_entry(view, entries, _OFFSET_INDEX,
-                                                          slot + 1)[1]
-        return base + relative, position, -1
+        entries = self._entries  # once: appends may raise it meanwhile
+        slot, relative, position, _, after = _lower_and_next(
+            view, entries, _OFFSET_INDEX, target_offset - base, _KEY)
+        if slot + 1 >= entries:
+            after = -1
+        return base + relative, position, after
 
     def entry(self, n: int) -> OffsetPosition:
         """Entry ``n`` (0-based). Raises :class:`IndexError` unless ``0 <= n < entries``."""

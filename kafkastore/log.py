@@ -764,7 +764,8 @@ class Log:
         :class:`~kafkastore.errors.OffsetOutOfRangeError` outside
         ``[log_start_offset, log_end_offset]``.
         """
-        self._check_not_closed()
+        if self._closed:
+            self._check_not_closed()
         segments = self._segments
         bases = self._bases
         end = self._next_offset

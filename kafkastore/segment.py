@@ -327,11 +327,15 @@ class LogSegment:
         """
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
+        log = self.log
         if max_position is None:
-            max_position = self.size
-        index_position = self.offset_index.lookup(start_offset)[1]
-        # one pread usually serves both the header walk and the data
-        header, data = self.log.search_with_data(start_offset, index_position, max_size)
+            max_position = log.size
+        index = self._offset_index._index or self._offset_index.get()
+        index_offset, index_position, next_position = index.lookup_with_next(start_offset)
+        # one pread usually serves both the header search and the data
+        header, data = log.search_with_data(
+            start_offset, index_position, max_size, next_position=next_position,
+            at_start=index_offset == start_offset)
         if header is None:
             return None
         start_position = header.position

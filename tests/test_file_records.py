@@ -63,7 +63,7 @@ def values_of(slice_or_bytes) -> list[bytes]:
 
 
 class Recording(_fileio.FileSystem):
-    """Records the ftruncate, fsync and close calls the storage layer makes."""
+    """Records the ftruncate, fsync, close and pread calls the storage layer makes."""
 
     def __init__(self):
         self.calls = []
@@ -79,6 +79,10 @@ class Recording(_fileio.FileSystem):
     def close(self, fd):
         self.calls.append(("close", fd))
         super().close(fd)
+
+    def pread(self, fd, size, position):
+        self.calls.append(("pread", fd, size, position))
+        return super().pread(fd, size, position)
 
 
 @pytest.fixture
@@ -348,6 +352,64 @@ def test_search_for_offset_with_size(file_records, entries):
     assert found(50, pos4) == (50, pos4, sizes[3])
     assert file_records.search_for_offset_with_size(51) is None
     assert isinstance(file_records.search_for_offset_with_size(0), BatchHeader)
+
+
+def _mixed_file(path):
+    """v2 batches of 1-3 records with gaps, two legacy wrappers among them, small and large."""
+    fr = FileRecords.open(path)
+    offset = 0
+    for i in range(40):
+        n = 1 + i % 3
+        if i in (7, 23):
+            data = encode_batch([(None, b"L%d" % j, 5) for j in range(n)], magic=1,
+                                compression="gzip", base_offset=offset)
+        else:
+            value = b"x" * (9000 if i % 11 == 0 else 20)
+            data = encode_batch([(None, value, 5)] * n, base_offset=offset)
+        fr.append(data)
+        offset += n + (i % 4 == 0)  # a gap after some batches, as compaction leaves
+    return fr
+
+
+def test_search_hints_never_change_the_answer(tmp_path):
+    """The read fast path (next_position, at_start) only saves reads: for every target,
+    every start and every hint - right, stale, pointing mid-entry or at a legacy wrapper -
+    the header and bytes found are those of the plain walk."""
+    fr = _mixed_file(str(tmp_path / "00000000000000000000.log"))
+    try:
+        headers = list(fr.walk())
+        positions = [h.position for h in headers]
+        hints = [-1, 0, 5, fr.size, fr.size + 100] + positions
+        last = headers[-1].last_offset
+        for target in range(-1, last + 3):
+            for start in positions[::5]:
+                want_header, _ = fr.search_with_data(target, start, 0)
+                want_bytes = None if want_header is None else \
+                    fr.read(want_header.position, 300)
+                for hint in hints:
+                    for at_start in (False, True):
+                        header, data = fr.search_with_data(
+                            target, start, 300, next_position=hint, at_start=at_start)
+                        assert header == want_header, (target, start, hint, at_start)
+                        assert data is None or data == want_bytes
+    finally:
+        fr.close()
+
+
+def test_search_with_an_index_hint_reads_once(tmp_path, recording):
+    """With the next index entry's position, a read of a v2 batch costs one pread."""
+    fr = _mixed_file(str(tmp_path / "00000000000000000000.log"))
+    try:
+        headers = list(fr.walk())
+        before, wanted = headers[10], headers[11]
+        assert wanted.magic == 2
+        recording.calls.clear()
+        header, data = fr.search_with_data(wanted.base_offset, before.position, 100,
+                                           next_position=wanted.position)
+        assert [c[0] for c in recording.calls] == ["pread"]
+        assert header == wanted and data == fr.read(wanted.position, 100)
+    finally:
+        fr.close()
 
 
 # -- truncation --------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ Baselines, measured in the same process on the same data:
     plain sequential ``file.write`` of the same ready batch bytes (the peer for
     ``Log.append_batches``).
 ``pread``
-    one ``os.pread`` of the same size at a random batch position (the peer for a random
-    single-offset ``Log.read``).
+    one ``os.pread`` of the same size at a random place in a random segment of the same
+    log (the peer for a random single-offset ``Log.read``).
 ``crc32c``
     ``crc32c.crc32c`` over the same bytes in memory (the peer for recovery).
 
@@ -196,9 +196,9 @@ class LogRandomRead(_LogBenchmark):
         self.rng = random.Random(0)
         self.end = self.log.log_end_offset
         self.size = self.log.read(0, 1).size   # one batch
-        seg = self.log.segments[3]
-        self.fd = seg.log.fileno()
-        self.limit = seg.size - self.size
+        # the same spread of the page cache as the reads: any segment of the log
+        self.files = [(s.log.fileno(), s.size - self.size) for s in self.log.segments
+                      if s.size > self.size]
 
     def teardown(self, impl):
         self.log.close()
@@ -208,7 +208,8 @@ class LogRandomRead(_LogBenchmark):
         if impl == "kafkastore":
             self.log.read(self.rng.randrange(self.end), self.size, False).to_bytes()
         else:
-            os.pread(self.fd, self.size, self.rng.randrange(self.limit))
+            fd, limit = self.files[self.rng.randrange(len(self.files))]
+            os.pread(fd, self.size, self.rng.randrange(limit))
 
 
 class LogRecovery(_LogBenchmark):

@@ -15,6 +15,7 @@ __all__ = [
     "largest_lower_bound_slot",
     "smallest_upper_bound_slot",
     "largest_lower_bound_entry",
+    "lower_entry_and_next",
     "read_entry",
     "first_out_of_order",
 ]
@@ -37,5 +38,8 @@ def smallest_upper_bound_slot(
 def largest_lower_bound_entry(
     buffer: Buffer, entries: int, kind: int, target: int, search: int = 0
 ) -> tuple[int, int] | None: ...
+def lower_entry_and_next(
+    buffer: Buffer, entries: int, kind: int, target: int, search: int = 0
+) -> tuple[int, int, int, int, int]: ...
 def read_entry(buffer: Buffer, entries: int, kind: int, slot: int) -> tuple[int, int]: ...
 def first_out_of_order(buffer: Buffer, entries: int, kind: int) -> int: ...

@@ -38,6 +38,7 @@ __all__ = [
     "largest_lower_bound_slot",
     "smallest_upper_bound_slot",
     "largest_lower_bound_entry",
+    "lower_entry_and_next",
     "read_entry",
     "first_out_of_order",
 ]
@@ -275,6 +276,21 @@ def largest_lower_bound_entry(const uint8_t[::1] buffer not None, entries, kind,
     if lower < 0:
         return None
     return _entry(_data(buffer), lower, _check_kind(kind))
+
+
+def lower_entry_and_next(const uint8_t[::1] buffer not None, entries, kind, target,
+                         search=KEY):
+    """``(slot, key, value, next_key, next_value)``: :func:`largest_lower_bound_slot` and
+    the entries at it and after it, in one call (a read's bounds). The fields of a
+    missing entry (``slot == -1``, or ``slot + 1 == entries``) are 0."""
+    cdef Py_ssize_t lower = -1, upper = -1
+    cdef const uint8_t* data = _data(buffer)
+    _slot_range(data, buffer.shape[0], entries, kind, target, search, &lower, &upper)
+    cdef int size = _check_kind(kind)
+    cdef Py_ssize_t n = _check_entries(entries, buffer.shape[0], size)
+    cdef tuple here = _entry(data, lower, size) if lower >= 0 else (0, 0)
+    cdef tuple after = _entry(data, lower + 1, size) if lower + 1 < n else (0, 0)
+    return (lower, here[0], here[1], after[0], after[1])
 
 
 def read_entry(const uint8_t[::1] buffer not None, entries, kind, slot):

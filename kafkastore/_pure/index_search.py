@@ -58,6 +58,7 @@ __all__ = [
     "largest_lower_bound_slot",
     "smallest_upper_bound_slot",
     "largest_lower_bound_entry",
+    "lower_entry_and_next",
     "read_entry",
     "first_out_of_order",
 ]
@@ -236,6 +237,21 @@ def largest_lower_bound_entry(buffer, entries: int, kind: int, target: int,
     if slot < 0:
         return None
     return _ENTRY[kind](buffer, slot * size)
+
+
+def lower_entry_and_next(buffer, entries: int, kind: int, target: int,
+                         search: int = KEY) -> tuple[int, int, int, int, int]:
+    """``(slot, key, value, next_key, next_value)``: :func:`largest_lower_bound_slot` and
+    the entries at it and after it, in one call (a read's bounds). The fields of a
+    missing entry (``slot == -1``, or ``slot + 1 == entries``) are 0."""
+    nbytes = _nbytes(buffer)
+    size = _check_kind(kind)
+    _check_entries(entries, nbytes, size)
+    _check_search(search)
+    slot = _slot_range(buffer, entries, kind, target, search)[0]
+    here = _ENTRY[kind](buffer, slot * size) if slot >= 0 else (0, 0)
+    after = _ENTRY[kind](buffer, (slot + 1) * size) if slot + 1 < entries else (0, 0)
+    return (slot, here[0], here[1], after[0], after[1])
 
 
 def read_entry(buffer, entries: int, kind: int, slot: int) -> tuple[int, int]:

@@ -1,0 +1,15 @@
+# Python API of the entry_walk kernel; kafkastore/_pure/entry_walk.py has the same.
+from typing import Final
+
+from typing_extensions import Buffer
+
+__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry"]
+
+FOUND: Final = 0
+NEED_MORE: Final = 1
+END: Final = 2
+CORRUPT: Final = 3
+
+def find_entry(
+    buffer: Buffer, position: int, limit: int, target_offset: int
+) -> tuple[int, int, int, int, int, int, int]: ...
