@@ -144,14 +144,20 @@ class FileRecords:
         (checked before writing). Written at the logical end with ``pwrite``,
         so a preallocated file is filled, not extended. No fsync.
         """
-        self._check_open()
-        n = memoryview(data).nbytes
-        if n > MAX_SEGMENT_SIZE - self._size:
+        if self._closed:
+            self._check_open()
+        n = len(data) if type(data) is bytes else memoryview(data).nbytes
+        size = self._size
+        if n > MAX_SEGMENT_SIZE - size:
             raise ValueError(
                 f"Append of size {n} bytes is too large for segment with current file "
-                f"position at {self._size}")
-        _fileio.pwrite_fully(self._fd, data, self._size)
-        self._size += n
+                f"position at {size}")
+        written = _fileio.fs.pwrite(self._fd, data, size)
+        if written != n:  # a short write (rare): finish it, or fail as pwrite_fully does
+            if written <= 0:
+                raise OSError(f"write made no progress (0 of {n} bytes written)")
+            _fileio.pwrite_fully(self._fd, memoryview(data)[written:], size + written)
+        self._size = size + n
         self._dirty = True
         return n
 

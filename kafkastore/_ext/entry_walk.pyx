@@ -11,7 +11,7 @@ needs lie inside the buffer, so a hostile file gives a wrong answer or
 size field near ``INT32_MAX`` cannot overflow the arithmetic.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 from kafkastore._ext.consts cimport (HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
                                      LEGACY_TIMESTAMP_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET,
@@ -58,7 +58,9 @@ def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
             if entry >= V2_HEADER:
                 if pos + V2_HEADER > have:
                     return 1, pos, 0, 0, 0, 0, 0
-                last = offset + <int32_t>ks_load_be32(data + pos + LAST_OFFSET_DELTA_OFFSET)
+                # int64 wrap as Java's (and the pure twin's): unsigned arithmetic is defined
+                last = <int64_t>(<uint64_t>offset + <uint64_t><int64_t><int32_t>ks_load_be32(
+                    data + pos + LAST_OFFSET_DELTA_OFFSET))
                 max_ts = <int64_t>ks_load_be64(data + pos + MAX_TIMESTAMP_OFFSET)
             else:
                 last = offset

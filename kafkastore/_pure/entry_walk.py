@@ -42,6 +42,11 @@ _LAST_DELTA = struct.Struct(">i")
 _TS = struct.Struct(">q")
 
 
+def _wrap64(n: int) -> int:
+    """Two's-complement int64 wrap, as the compiled kernel's arithmetic (and Java's)."""
+    return ((n + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
 def find_entry(buffer, position: int, limit: int, target_offset: int):
     """Walk ``buffer`` from ``position`` to the first entry whose last offset is
     ``>= target_offset``.
@@ -52,7 +57,8 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
     offset, last_offset, max_timestamp)``; ``position`` is relative to the
     buffer. For ``FOUND`` the others describe the entry (``size`` includes the
     12-byte prefix; ``offset`` is the offset field, a legacy wrapper's last
-    inner offset; ``max_timestamp`` is -1 for magic 0 and for entries too short
+    inner offset; a v2 batch's ``last_offset`` is ``offset + lastOffsetDelta``
+    wrapped to int64 as Java computes it; ``max_timestamp`` is -1 for magic 0 and for entries too short
     to hold it). For ``NEED_MORE`` and ``END`` only ``position`` means anything;
     for ``CORRUPT``, ``size`` is the raw size field and ``offset`` the offset.
     """
@@ -77,7 +83,7 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
             if entry >= _V2_HEADER:
                 if pos + _V2_HEADER > have:
                     return NEED_MORE, pos, 0, 0, 0, 0, 0
-                last = offset + _LAST_DELTA.unpack_from(view, pos + 23)[0]
+                last = _wrap64(offset + _LAST_DELTA.unpack_from(view, pos + 23)[0])
                 max_ts = _TS.unpack_from(view, pos + 35)[0]
             else:  # an entry too short for a v2 header: report what is there
                 last, max_ts = offset, -1

@@ -11,7 +11,8 @@ mapped file (``numpy_view``, the issue's peer; the bar is kafkastore >= 4x faste
 a native copy of the keys made once (``numpy_copy``, numpy's best case) side by side,
 ``N_TARGETS`` lookups per round in a full 10 MiB offset index. ``index-search-kernel``
 compares ``kafkastore._ext.index_search`` with ``kafkastore._pure.index_search``
-(conftest's ``impl`` fixture). There are no timing assertions; every implementation's
+(conftest's ``impl`` fixture), and ``entry-walk-kernel`` the two ``entry_walk`` kernels
+(the header walk of a read). There are no timing assertions; every implementation's
 answers are checked against the others before it is timed.
 
 The index, the targets and the numpy peer are ``asv_bench/benchmarks/index.py``'s, loaded
@@ -95,3 +96,17 @@ def test_kernel(benchmark, impl, index_file, targets):
 
     assert search(data, B.N_ENTRIES, 0, 3 * 1000 + 1, 0) == 1000
     benchmark(run)
+
+
+def test_entry_walk_kernel(benchmark, impl, tmp_path):
+    """``entry_walk.find_entry`` compiled vs pure: the header search of a read, walking
+    100 small v2 batches of a window to the last one."""
+    from kafkastore.records import encode_batch
+
+    benchmark.group = "entry-walk-kernel"
+    benchmark.extra_info.update(impl=impl.name, entries=100)
+    data = b"".join(encode_batch([(None, b"v" * 50)] * 2, base_offset=2 * i)
+                    for i in range(100))
+    find = impl.entry_walk.find_entry
+    assert find(data, 0, len(data), 199)[5] == 199
+    benchmark(find, data, 0, len(data), 199)
