@@ -21,7 +21,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from kafkastore._ext.consts cimport *
 from kafkastore._ext.endian cimport (ks_load_be16, ks_load_be32, ks_load_be64, ks_store_be16,
@@ -59,6 +59,34 @@ cdef extern from "structmember.h":
 
 cdef extern from "ks_prefetch.h" nogil:
     void ks_prefetch(const void* p)
+
+cdef extern from "ks_v2fast.h" nogil:
+    ctypedef struct ks_cols:
+        int64_t* offset
+        int64_t* timestamp
+        int32_t* header_count
+        uint8_t* key_null
+        uint8_t* value_null
+        int64_t* key_offsets
+        int64_t* value_offsets
+        uint8_t* key_data
+        uint8_t* value_data
+        Py_ssize_t key_cap
+        Py_ssize_t value_cap
+        Py_ssize_t key_used
+        Py_ssize_t value_used
+        Py_ssize_t row
+    ctypedef struct ks_v2batch:
+        int64_t base_offset
+        int64_t base_timestamp
+        int64_t max_timestamp
+        int log_append_time
+        const uint8_t* ahead
+        Py_ssize_t ahead_len
+        Py_ssize_t ahead_pos
+        Py_ssize_t ahead_step
+    Py_ssize_t ks_v2_fast_records(const uint8_t* data, Py_ssize_t* pos, Py_ssize_t end,
+                                  Py_ssize_t max_records, ks_v2batch* b, ks_cols* c)
 
 import zlib
 
@@ -1498,82 +1526,89 @@ cdef class _Columns:
         cdef const uint8_t[::1] view = _as_view(data)
         cdef const uint8_t* ptr = _ptr(view)
         cdef Py_ssize_t pos = 0, end = view.shape[0], i = self.n
-        cdef Py_ssize_t ahead_pos = 0, ahead_step = 0, ahead_off
         cdef int32_t remaining = batch.record_count
         cdef RecordSpan span
-        cdef bint log_append = (batch.attributes & TIMESTAMP_TYPE_MASK) != 0
-        cdef int8_t ts_type = 1 if log_append else 0
         cdef Py_ssize_t where = batch.position
-        cdef int64_t base_offset = batch.base_offset
-        cdef int64_t base_ts = batch.first_timestamp, max_ts = batch.max_timestamp
-        # raw pointers, loaded once: the uint8 stores below may alias anything,
-        # so through the memoryviews every store would reload every base pointer
-        cdef int64_t* offset = NULL
-        cdef int64_t* timestamp = NULL
-        cdef int8_t* ts_types = NULL
-        cdef int32_t* hcount = NULL
-        cdef uint8_t* key_null = NULL
-        cdef uint8_t* value_null = NULL
-        cdef int64_t* key_offsets = NULL
-        cdef int64_t* value_offsets = NULL
-        cdef uint8_t* key_data = NULL
-        cdef uint8_t* value_data = NULL
-        cdef Py_ssize_t key_used = self.key_used, value_used = self.value_used
+        cdef ks_cols c
+        cdef ks_v2batch b
         if remaining > self.cap - i:  # pass 1 sized the arrays from these same counts
             raise RuntimeError("column arrays smaller than the records counted")
-        if remaining > 0:  # (with no records the arrays may be empty: no [0] to take)
-            offset = &self._offset[0]
-            timestamp = &self._timestamp[0]
-            ts_types = &self._ts_type[0]
-            hcount = &self._hcount[0]
-            key_null = &self._key_null[0]
-            value_null = &self._value_null[0]
-            key_offsets = &self._key_offsets[0]
-            value_offsets = &self._value_offsets[0]
-            key_data = &self._key_data[0]
-            value_data = &self._value_data[0]
+        if remaining <= 0:  # (with no records the arrays may be empty: no [0] to take)
+            if pos != end:
+                _corrupt("Incorrect declared batch size, records still remaining in file",
+                         where, batch.base_offset)
+            return 0
+        # raw pointers, loaded once: the uint8 stores of the loop may alias
+        # anything, so through the memoryviews every store would reload them
+        c.offset = &self._offset[0]
+        c.timestamp = &self._timestamp[0]
+        c.header_count = &self._hcount[0]
+        c.key_null = &self._key_null[0]
+        c.value_null = &self._value_null[0]
+        c.key_offsets = &self._key_offsets[0]
+        c.value_offsets = &self._value_offsets[0]
+        c.key_data = &self._key_data[0]
+        c.value_data = &self._value_data[0]
+        c.key_cap = self._key_data.shape[0]
+        c.value_cap = self._value_data.shape[0]
+        c.key_used = self.key_used
+        c.value_used = self.value_used
+        c.row = i
+        b.base_offset = batch.base_offset
+        b.base_timestamp = batch.first_timestamp
+        b.max_timestamp = batch.max_timestamp
+        b.log_append_time = (batch.attributes & TIMESTAMP_TYPE_MASK) != 0
         # prefetch the next batch in equal steps, one per record, so that it
         # has all been requested by the time this batch's last record is read
-        if ahead_len > 0 and remaining > 0:
-            ahead_step = (ahead_len // remaining + 64) & ~(<Py_ssize_t>63)
-        while remaining > 0:
-            if pos >= end:
-                _corrupt("Incorrect declared batch size, premature EOF reached", where,
-                         base_offset)
-            if ahead_pos < ahead_len:
-                for ahead_off in range(0, ahead_step, 64):
-                    ks_prefetch(ahead + ahead_pos + ahead_off)
-                ahead_pos += ahead_step
-            parse_record(ptr, pos, end, &span, where)
-            pos = span.next_pos
-            remaining -= 1
-            offset[i] = _add64(base_offset, span.offset_delta)
-            timestamp[i] = max_ts if log_append else _add64(base_ts, span.ts_delta)
-            ts_types[i] = ts_type
-            hcount[i] = span.header_count
-            # the key and value lie inside this batch's records, which pass 1
-            # counted into the data capacity, so the copies stay in bounds
-            if span.key_len >= 0:
-                memcpy(key_data + key_used, ptr + span.key_pos, span.key_len)
-                key_used += span.key_len
-                key_null[i] = 0
-            else:
-                key_null[i] = 1
-            if span.value_len >= 0:
-                memcpy(value_data + value_used, ptr + span.value_pos, span.value_len)
-                value_used += span.value_len
-                value_null[i] = 0
-            else:
-                value_null[i] = 1
-            i += 1
-            key_offsets[i] = key_used
-            value_offsets[i] = value_used
-        self.key_used = key_used
-        self.value_used = value_used
-        self.n = i
+        b.ahead = ahead
+        b.ahead_len = ahead_len if ahead != NULL else 0
+        b.ahead_pos = 0
+        b.ahead_step = (ahead_len // remaining + 64) & ~(<Py_ssize_t>63)
+        # one timestamp type for the whole batch
+        memset(&self._ts_type[i], 1 if b.log_append_time else 0, remaining)
+        try:
+            while True:
+                # ordinary records in C; it stops in front of any record it does
+                # not take, which the checked parser below handles or rejects
+                remaining -= <int32_t>ks_v2_fast_records(ptr, &pos, end, remaining, &b, &c)
+                if remaining == 0:
+                    break
+                if pos >= end:
+                    _corrupt("Incorrect declared batch size, premature EOF reached", where,
+                             b.base_offset)
+                parse_record(ptr, pos, end, &span, where)
+                pos = span.next_pos
+                remaining -= 1
+                i = c.row
+                c.offset[i] = _add64(b.base_offset, span.offset_delta)
+                c.timestamp[i] = (b.max_timestamp if b.log_append_time
+                                  else _add64(b.base_timestamp, span.ts_delta))
+                c.header_count[i] = span.header_count
+                # the key and value lie inside this batch's records, which pass 1
+                # counted into the data capacity, so the copies stay in bounds
+                if span.key_len >= 0:
+                    memcpy(c.key_data + c.key_used, ptr + span.key_pos, span.key_len)
+                    c.key_used += span.key_len
+                    c.key_null[i] = 0
+                else:
+                    c.key_null[i] = 1
+                if span.value_len >= 0:
+                    memcpy(c.value_data + c.value_used, ptr + span.value_pos, span.value_len)
+                    c.value_used += span.value_len
+                    c.value_null[i] = 0
+                else:
+                    c.value_null[i] = 1
+                i += 1
+                c.key_offsets[i] = c.key_used
+                c.value_offsets[i] = c.value_used
+                c.row = i
+        finally:
+            self.key_used = c.key_used
+            self.value_used = c.value_used
+            self.n = c.row
         if pos != end:
             _corrupt("Incorrect declared batch size, records still remaining in file",
-                     where, base_offset)
+                     where, b.base_offset)
         return 0
 
     cdef int add_record(self, Record rec) except -1:
