@@ -250,7 +250,8 @@ def _kafkastore(zip_inside: bool, validate: bool = True) -> Impl:
                 columns=columns)
 
 
-def _peer(name: str, builder_cls, memory_records_cls, version: str) -> Impl:
+def _peer(name: str, builder_cls, memory_records_cls, version: str,
+          validate: bool = False) -> Impl:
     def encode(keys, values, codec, batches, batch_size=BATCH_SIZE):
         codec_id = CODEC_IDS[codec]
         out = []
@@ -270,8 +271,15 @@ def _peer(name: str, builder_cls, memory_records_cls, version: str) -> Impl:
         while records.has_next():
             yield records.next_batch()
 
+    def checked(blob):
+        # what aiokafka's consumer does with check_crcs=True (its default, and Kafka's)
+        for batch in batches(blob):
+            if not batch.validate_crc():
+                raise ValueError("CRC mismatch")
+            yield batch
+
     def decode(blob):
-        return _touch_records(batches(blob))
+        return _touch_records(checked(blob) if validate else batches(blob))
 
     def scan(blob):
         n = 0
@@ -284,7 +292,7 @@ def _peer(name: str, builder_cls, memory_records_cls, version: str) -> Impl:
     return Impl(name, version, encode=encode, decode=decode, scan=scan)
 
 
-def _aiokafka_c() -> Impl:
+def _aiokafka_c(validate: bool = False) -> Impl:
     # The Cython classes by name: if the extension is missing this must skip, not quietly
     # measure aiokafka's pure-Python fallback under the aiokafka_c label.
     try:
@@ -292,7 +300,8 @@ def _aiokafka_c() -> Impl:
         from aiokafka.record._crecords import DefaultRecordBatchBuilder, MemoryRecords
     except ImportError as exc:
         raise NotImplementedError(f"aiokafka's Cython codec is not available ({exc})") from exc
-    return _peer("aiokafka_c", DefaultRecordBatchBuilder, MemoryRecords, aiokafka.__version__)
+    return _peer("aiokafka_c_crc" if validate else "aiokafka_c", DefaultRecordBatchBuilder,
+                 MemoryRecords, aiokafka.__version__, validate=validate)
 
 
 def _kafka_python() -> Impl:
@@ -314,6 +323,7 @@ _LOADERS: dict[str, Callable[[], Impl]] = {
     "kafkastore_zip": lambda: _kafkastore(zip_inside=True),
     "kafkastore_nocrc": lambda: _kafkastore(zip_inside=False, validate=False),
     "aiokafka_c": _aiokafka_c,
+    "aiokafka_c_crc": lambda: _aiokafka_c(validate=True),
     "kafka_python": _kafka_python,
 }
 
@@ -322,8 +332,10 @@ def load_impl(name: str) -> Impl:
     """The :class:`Impl` called ``name``; ``NotImplementedError`` (asv's skip) if absent.
 
     Names: ``kafkastore`` (tuples prebuilt outside the timing), ``kafkastore_zip``
-    (tuples built inside it), ``aiokafka_c`` (aiokafka's Cython codec, never its
-    pure-Python fallback) and ``kafka_python``.
+    (tuples built inside it), ``kafkastore_nocrc`` (decoders without CRC checks),
+    ``aiokafka_c`` (aiokafka's Cython codec, never its pure-Python fallback),
+    ``aiokafka_c_crc`` (the same, decoders checking each batch's CRC first as its
+    consumer does by default) and ``kafka_python``.
     """
     try:
         loader = _LOADERS[name]

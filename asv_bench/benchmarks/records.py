@@ -11,9 +11,15 @@ Implementations, the ``impl`` parameter:
     ``kafkastore.records``, with ``(key, value)`` tuples per batch built in ``setup``.
 ``kafkastore_zip``
     the same, but the tuples are built inside the timed call (encode only).
+``kafkastore_nocrc``
+    kafkastore's decoders without CRC checks (decode only).
 ``aiokafka_c``
     aiokafka's Cython ``DefaultRecordBatchBuilder`` / ``MemoryRecords`` (skipped if the
     extension is missing; its pure-Python fallback is never measured under this name).
+``aiokafka_c_crc``
+    the same decoder calling ``validate_crc()`` on each batch first, as aiokafka's
+    consumer does with ``check_crcs=True``, its default (decode only): the like-for-like
+    peer of ``kafkastore``, which checks CRCs by default.
 ``kafka_python``
     kafka-python's pure-Python builder and ``MemoryRecords``.
 
@@ -86,11 +92,12 @@ class DecodeRecords(_RecordsBenchmark):
     """Decode every record to an object and touch its offset, timestamp, key and value.
 
     All implementations read the same blob, encoded once by kafkastore per codec.
-    kafkastore also checks every batch CRC on the way (``validate=True``, its default);
-    the peers' ``MemoryRecords`` loops do not.
+    ``kafkastore`` and ``aiokafka_c_crc`` check every batch CRC on the way (each one's
+    default); ``kafkastore_nocrc``, ``aiokafka_c`` and ``kafka_python`` do not.
     """
 
-    params = [["kafkastore", "aiokafka_c", "kafka_python"], list(CODECS), SIZES]
+    params = [["kafkastore", "kafkastore_nocrc", "aiokafka_c", "aiokafka_c_crc",
+               "kafka_python"], list(CODECS), SIZES]
     param_names = ["impl", "codec", "n"]
 
     def setup(self, impl, codec, n):
@@ -106,14 +113,16 @@ class DecodeColumns(_RecordsBenchmark):
     """``kafkastore.decode_columns``: every record into numpy arrays, no object per record.
 
     Only kafkastore has a columnar decoder; the peers' rows are skipped. Compare with
-    ``DecodeRecords`` (the issue's bar is columnar >= 10x aiokafka_c's decode to objects).
+    ``DecodeRecords`` (the issue's bar is columnar >= 10x aiokafka's decode to objects,
+    ``kafkastore`` against ``aiokafka_c_crc``, ``kafkastore_nocrc`` against ``aiokafka_c``).
     """
 
-    params = [["kafkastore", "aiokafka_c", "kafka_python"], list(CODECS), SIZES]
+    params = [["kafkastore", "kafkastore_nocrc", "aiokafka_c", "kafka_python"], list(CODECS),
+              SIZES]
     param_names = ["impl", "codec", "n"]
 
     def setup(self, impl, codec, n):
-        if impl != "kafkastore":
+        if not impl.startswith("kafkastore"):
             raise NotImplementedError(f"{impl} has no columnar decoder")
         self._setup_common(impl, codec, n)
         self.blob = encode_blob(self.keys, self.values, codec)

@@ -111,7 +111,7 @@ def test_encode(benchmark, workload, lib, codec):
 
 
 @pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("lib", ("kafkastore", *PEERS))
+@pytest.mark.parametrize("lib", ("kafkastore", "kafkastore_nocrc", "aiokafka_c_crc", *PEERS))
 def test_decode(benchmark, blobs, lib, codec):
     blob = blobs[codec]
     benchmark.group = f"decode-{codec}"
@@ -121,13 +121,15 @@ def test_decode(benchmark, blobs, lib, codec):
 
 
 @pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("lib", ("kafkastore", "aiokafka_c-objects", "kafka_python-objects"))
+@pytest.mark.parametrize("lib", ("kafkastore", "kafkastore_nocrc", "aiokafka_c_crc-objects",
+                                 "aiokafka_c-objects", "kafka_python-objects"))
 def test_columns(benchmark, blobs, lib, codec):
-    """kafkastore.decode_columns beside the peers' decode to objects (the bar's reference)."""
+    """kafkastore.decode_columns beside the peers' decode to objects (the bar's reference:
+    kafkastore against aiokafka_c_crc, kafkastore_nocrc against aiokafka_c)."""
     blob = blobs[codec]
     benchmark.group = f"columns-{codec}"
     _info(benchmark, lib, codec)
-    if lib == "kafkastore":
+    if lib.startswith("kafkastore"):
         n = len(benchmark(_impl(lib).columns, blob))
     else:
         n = benchmark(_impl(lib.removesuffix("-objects")).decode, blob)
