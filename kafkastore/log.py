@@ -99,6 +99,7 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _find_entry = entry_walk.find_entry
+_tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 _FOUND, _END = entry_walk.FOUND, entry_walk.END
 _FIRST_OFFSET = -(1 << 63)
 
@@ -453,10 +454,11 @@ class Log:
             if not log_append:
                 self._check_timestamps(data, now)
             self._check_batch_size(len(data), 0)
-            entry = _Entry(data, last, max_ts)
+            entry = _tuple_new(_Entry, (data, last, max_ts))
             self._append_entries([entry], first, len(data), now)
-            return LogAppendInfo(first, last, max_ts, last, now if log_append else -1,
-                                 self._log_start_offset, len(data), 1)
+            return _tuple_new(LogAppendInfo, (first, last, max_ts, last,
+                                              now if log_append else -1,
+                                              self._log_start_offset, len(data), 1))
 
     def append_batches(self, data, *, assign_offsets: bool = True) -> LogAppendInfo:
         """Append batches encoded elsewhere (a producer's bytes), validated first.
@@ -532,9 +534,9 @@ class Log:
             for e in entries:
                 if e.max_timestamp > max_ts:
                     max_ts, shallow = e.max_timestamp, e.last_offset
-            return LogAppendInfo(first, entries[-1].last_offset, max_ts, shallow,
-                                 now if (log_append and assign_offsets) else -1,
-                                 self._log_start_offset, total, n)
+            return _tuple_new(LogAppendInfo, (first, entries[-1].last_offset, max_ts, shallow,
+                                              now if (log_append and assign_offsets) else -1,
+                                              self._log_start_offset, total, n))
 
     def _assign_entry(self, buf: bytearray, pos: int, size: int, magic: int, counter: int,
                       now: int, log_append: bool) -> tuple[_Entry, int]:
@@ -561,7 +563,7 @@ class Log:
                                crc32c.crc32c(memoryview(buf)[pos + _V2_ATTRS:pos + size]))
             last = counter + delta
             max_ts = _I64.unpack_from(buf, pos + _V2_MAX_TS)[0]
-            return _Entry(memoryview(buf)[pos:pos + size], last, max_ts), last + 1
+            return _tuple_new(_Entry, (memoryview(buf)[pos:pos + size], last, max_ts)), last + 1
         attrs = buf[pos + _LEGACY_ATTRS]
         if attrs & 0x07:  # a compressed wrapper: offsets live inside
             return self._assign_wrapper(buf, pos, size, magic, counter, now, log_append)
@@ -670,8 +672,9 @@ class Log:
     def _maybe_roll(self, messages_size: int, first_offset: int, max_ts: int, max_offset: int,
                     now: int) -> LogSegment:
         segment = self._segments[-1]
-        params = RollParams(self.config.segment_ms, self.config.segment_bytes, max_ts,
-                            max_offset, messages_size, now)
+        config = self.config
+        params = _tuple_new(RollParams, (config.segment_ms, config.segment_bytes, max_ts,
+                                         max_offset, messages_size, now))
         if segment.should_roll(params):
             segment = self._roll(first_offset)
         return segment

@@ -275,20 +275,23 @@ class LogSegment:
         indexed under ``largest_offset`` and the time index gets the
         segment's max timestamp so far.
         """
-        size = memoryview(records).nbytes
+        size = len(records) if type(records) is bytes else memoryview(records).nbytes
         if size == 0:
             return
-        position = self.log.size
+        log = self.log
+        position = log.size
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        self._ensure_offset_in_range(largest_offset)
-        self.log.append(records)
+        if not 0 <= largest_offset - self.base_offset <= _INT_MAX:
+            self._ensure_offset_in_range(largest_offset)
+        log.append(records)
         self._note_batch(largest_offset, largest_timestamp, shallow_offset_of_max_timestamp,
                          position, size)
 
     def _note_batch(self, last_offset: int, max_timestamp: int, offset_of_max: int,
                     position: int, size: int) -> None:
-        if max_timestamp > self.max_timestamp_so_far():
+        known = self._max_ts_and_offset or self._max_ts_and_offset_so_far()
+        if max_timestamp > known[0]:
             self._max_ts_and_offset = (max_timestamp, offset_of_max)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
@@ -424,12 +427,13 @@ class LogSegment:
 
     def should_roll(self, params: RollParams) -> bool:
         """Kafka's five roll conditions (size, time with jitter, full indexes, offset range)."""
-        reached_roll_ms = self.time_waited_for_roll(
-            params.now, params.max_timestamp_in_messages) > params.max_segment_ms - self.roll_jitter_ms
-        size = self.size
-        return (size > params.max_segment_bytes - params.messages_size
-                or (size > 0 and reached_roll_ms)
-                or self.offset_index.is_full()
+        size = self.log.size
+        if size > params.max_segment_bytes - params.messages_size:
+            return True
+        if size > 0 and self.time_waited_for_roll(params.now, params.max_timestamp_in_messages) \
+                > params.max_segment_ms - self.roll_jitter_ms:
+            return True
+        return (self.offset_index.is_full()
                 or self.time_index.is_full()
                 or not self.can_convert_to_relative_offset(params.max_offset_in_messages))
 
