@@ -33,6 +33,12 @@ __all__ = [
     "OffsetsOutOfOrderError",
     "LogClosedError",
     "ConfigError",
+    "CorruptCheckpointError",
+    "InvalidTopicError",
+    "InvalidPartitionDirError",
+    "UnsafePathError",
+    "LogDirectoryLockedError",
+    "InvalidMetaPropertiesError",
 ]
 
 
@@ -284,3 +290,102 @@ class ConfigError(KafkaStoreError, ValueError):
         self.key = key
         self.value = value
         self.suggestions = suggestions
+
+
+class CorruptCheckpointError(KafkaStoreError, ValueError):
+    """A checkpoint file does not parse (Kafka's ``IOException`` from ``CheckpointFile.read``).
+
+    Raised by :class:`kafkastore.checkpoint.CheckpointFile` for a version line
+    that is not the expected version, a version or count line that is not an
+    int, an entry line the file's formatter refuses, an entry count that
+    disagrees with the count line, and bytes that are not UTF-8. ``path`` is
+    the checkpoint file and ``line`` the 1-based number of the offending line
+    (for a count mismatch, the first line past the entries the count allows,
+    or the line where a missing entry should be). A checkpoint is a hint: the
+    caller recovers without it (Kafka treats an unreadable recovery-point
+    checkpoint as empty, so every segment is recovered).
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.line = line
+
+    def __str__(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"path={self.path}")
+        if self.line is not None:
+            where.append(f"line={self.line}")
+        return f"{self.message} ({', '.join(where)})" if where else self.message
+
+
+class InvalidTopicError(KafkaStoreError, ValueError):
+    """A topic name breaks Kafka's rules (Kafka's ``InvalidTopicException``).
+
+    Legal names are 1 to 249 characters from ``[a-zA-Z0-9._-]`` and neither
+    ``.`` nor ``..`` (:func:`kafkastore.topic.validate_topic`). The message is
+    Kafka's ("Topic name is invalid: ..."); ``topic`` holds the name as given.
+    """
+
+    def __init__(self, message: str, *, topic: object = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.topic = topic
+
+
+class InvalidPartitionDirError(KafkaStoreError, ValueError):
+    """A directory name is not ``<topic>-<partition>`` or one of its suffixed forms.
+
+    Raised by :func:`kafkastore.log_dir.parse_topic_partition_name` where
+    Kafka's ``LocalLog.parseTopicPartitionName`` throws, and, in its strict
+    mode, for an illegal topic name or a partition that is not a plain
+    non-negative int. ``name`` is the directory name, ``path`` the directory
+    when the caller knows it.
+    """
+
+    def __init__(self, message: str, *, name: str | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.name = name
+
+
+class UnsafePathError(KafkaStoreError, ValueError):
+    """A path that should lie inside a log directory leads out of it.
+
+    Raised for a name with a path separator, ``.`` or ``..``, or a NUL, and
+    for a partition directory that is a symlink (or sits under one) resolving
+    outside its log directory. ``path`` is the offending path, ``log_dir`` the
+    directory it had to stay in.
+    """
+
+    def __init__(self, message: str, *, log_dir: str | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.log_dir = log_dir
+
+
+class LogDirectoryLockedError(KafkaStoreError):
+    """Another owner holds the ``.lock`` of a log directory.
+
+    Raised by :class:`kafkastore.log_dir.LogDirLock` when another process (a
+    Kafka broker included) or another lock object in this process holds the
+    directory, as Kafka's ``LogManager`` fails with "Failed to acquire lock on
+    file .lock in <dir>". ``path`` is the ``.lock`` file, ``log_dir`` the
+    directory.
+    """
+
+    def __init__(self, message: str, *, log_dir: str | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.log_dir = log_dir
+
+
+class InvalidMetaPropertiesError(KafkaStoreError, ValueError):
+    """A ``meta.properties`` file does not hold what Kafka requires.
+
+    An unknown ``version``, a missing or non-integer ``node.id`` (version 1)
+    or ``broker.id``, a version 1 file without ``cluster.id``, a
+    ``directory.id`` that is not a Uuid, or bytes that are not UTF-8.
+    ``path`` is the file, ``key`` the offending property (None when the file
+    as a whole is bad).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.key = key
