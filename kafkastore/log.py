@@ -399,6 +399,17 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The log's (re-entrant) lock: hold it across several calls that must see the
+        same segments, as a retention pass does between choosing and removing them.
+        Every mutating method takes it; readers never need it."""
+        return self._lock
+
+    def time_ms(self) -> int:
+        """The log's clock (milliseconds), as given to :meth:`open`."""
+        return self._time_ms()
+
     def __repr__(self) -> str:
         return (f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
                 f"log_end_offset={self._next_offset}, segments={len(self._segments)})")
@@ -940,17 +951,25 @@ class Log:
             return self._log_start_offset
 
     def delete_segments(self, segments: Iterable[LogSegment]) -> int:
-        """Remove non-active segments (retention): rename to ``.deleted``, delete later.
+        """Remove the oldest segments (retention): rename to ``.deleted``, delete later.
 
-        The log start offset moves to the first remaining segment if it was
-        below it. Returns how many were removed.
+        ``segments`` must be a prefix of :attr:`segments` (the oldest, in any
+        order); the active segment is never removed (roll first). The log start
+        offset moves to the first remaining segment if it was below it.
+        Returns how many were removed.
         """
         with self._lock:
             self._check_open()
-            drop = [s for s in segments if s is not self._segments[-1] and s in self._segments]
+            current = self._segments
+            wanted = {id(s) for s in segments if s is not current[-1]}
+            drop = [s for s in current if id(s) in wanted]
             if not drop:
                 return 0
-            keep = [s for s in self._segments if s not in drop]
+            if drop != list(current[:len(drop)]):
+                raise ValueError(
+                    f"Only the oldest segments of {self.dir} can be deleted, not "
+                    f"{[s.base_offset for s in drop]} of {[s.base_offset for s in current]}")
+            keep = list(current[len(drop):])
             self._set_segments(keep)
             self._schedule_delete(drop)
             if self._log_start_offset < keep[0].base_offset:
