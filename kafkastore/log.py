@@ -1027,6 +1027,14 @@ class Log:
             finally:
                 self._closed = True
 
+    def close_handlers(self) -> None:
+        """Close every file without flushing or writing anything (a deleted log, a failed
+        disk); pending ``.deleted`` segments too. Idempotent."""
+        with self._lock:
+            self._close_handlers()
+            for _, seg in self._pending_deletes:
+                seg.close_handlers()
+
     def _close_handlers(self) -> None:
         for seg in self._segments:
             try:
