@@ -1,12 +1,14 @@
-"""The one seam through which segments and logs touch the file system.
+"""The one seam through which segments, indexes and logs touch the file system.
 
-Every write, fsync, truncate, rename and delete of a log file goes through
-the :data:`fs` object of this module, so tests can swap in a
-:class:`FileSystem` subclass that fails a write, writes short, fails an
-fsync or "crashes" before a rename, without any cost on the hot path: one
-attribute load and a bound-method call per operation, the same as calling
-:mod:`os` directly. Reads go through it too (``pread``), so a test can also
-serve corrupted bytes.
+Every open, write, fsync, truncate, rename and delete of a log or index file goes
+through the :data:`fs` object of this module, and so do the mapping of an index file
+(``mmap``) and its flush (``msync``), so tests can swap in a :class:`FileSystem`
+subclass that fails a write, writes short, fails an fsync or an msync, fails an
+ftruncate or "crashes" before a rename, without any cost on the hot path: one attribute
+load and a bound-method call per operation, the same as calling :mod:`os` directly.
+Reads of ``.log`` files go through it too (``pread``), so a test can also serve
+corrupted bytes. Index lookups and appends do not: they read and write the mapped
+memory directly, and a test sees what they wrote only when it is flushed.
 
 Only the storage layers (file records, segments, indexes, the log) use it;
 they fetch ``_fileio.fs`` at call time, never at import, so :func:`install`
@@ -15,6 +17,7 @@ takes effect everywhere at once.
 
 from __future__ import annotations
 
+import mmap as _mmap
 import os
 
 __all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully"]
@@ -55,6 +58,16 @@ class FileSystem:
 
     def fstat_size(self, fd: int) -> int:
         return os.fstat(fd).st_size
+
+    def mmap(self, fd: int, length: int, access: int) -> _mmap.mmap:
+        """Map the first ``length`` bytes of ``fd`` (``mmap.ACCESS_READ`` or
+        ``ACCESS_WRITE``); the map keeps its own descriptor, so ``fd`` may be closed."""
+        return _mmap.mmap(fd, length, access=access)
+
+    def msync(self, m: _mmap.mmap) -> None:
+        """Write the dirty pages of map ``m`` to its file and wait (``msync(MS_SYNC)``,
+        Java's ``MappedByteBuffer.force``)."""
+        m.flush()
 
     def rename(self, src: str, dst: str) -> None:
         """Atomic replace, as Kafka's ``Utils.atomicMoveWithFallback``."""

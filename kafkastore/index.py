@@ -40,6 +40,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
+from kafkastore import _fileio
 from kafkastore._kernels import index_search as _search
 from kafkastore.errors import (
     CorruptIndexError,
@@ -165,6 +166,15 @@ class AbstractIndex:
     order Windows requires, used everywhere). Any operation after close raises
     :class:`~kafkastore.errors.IndexClosedError`; ``close()`` itself may be repeated.
 
+    File I/O and durability: opening, resizing, mapping, flushing, closing, renaming and
+    deleting the file go through :data:`kafkastore._fileio.fs` (looked up at each call),
+    so tests can fail or "crash" any of them; lookups and appends only touch the mapped
+    memory. Appended entries are durable once :meth:`flush` has run (``msync``); a trim
+    (:meth:`trim_to_valid_size`, any shrinking :meth:`resize`) is fsynced at once, and
+    :meth:`close` fsyncs the file when it trims it or when entries were written since the
+    last flush. A resize whose length change or fsync fails leaves the index open (and
+    raises); one whose file cannot be reopened or mapped leaves it closed.
+
     Thread safety (as in Kafka): one writer appends, truncates and resizes, serialised by
     the log's lock and by this index's own lock. Lookups take no lock: each reads the
     entry count once and searches that snapshot, so it may run concurrently with an append
@@ -200,42 +210,48 @@ class AbstractIndex:
         self._length = 0
         self._max_entries = 0
         self._entries = 0
+        # Whether the file may hold bytes or a length no flush has made durable yet:
+        # set by appends and resizes, cleared by flush() (close() syncs when it is set).
+        self._dirty = False
         self._open()
         self._load_last_entry()
 
     # -- the file and its mapping --------------------------------------------------------
 
     def _open(self) -> None:
+        fs = _fileio.fs
         size = self.ENTRY_SIZE
         created = False
         if not self._writable:
-            fd = os.open(self._path, os.O_RDONLY | _O_BINARY)
+            fd = fs.open(str(self._path), os.O_RDONLY | _O_BINARY)
         elif self._max_index_size < size:
             # Checked before creating anything (Kafka leaves an empty file behind).
             try:
-                fd = os.open(self._path, os.O_RDWR | _O_BINARY)
+                fd = fs.open(str(self._path), os.O_RDWR | _O_BINARY)
             except FileNotFoundError:
                 raise ValueError(f"Invalid max index size: {self._max_index_size}") from None
         else:
             try:
-                fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o644)
+                fd = fs.open(str(self._path), os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_BINARY,
+                             0o644)
                 created = True
             except FileExistsError:
-                fd = os.open(self._path, os.O_RDWR | _O_BINARY)
+                fd = fs.open(str(self._path), os.O_RDWR | _O_BINARY)
         try:
             if created:
                 # sparse preallocation, as RandomAccessFile.setLength
-                os.ftruncate(fd, self._max_index_size - self._max_index_size % size)
-            self._map(fd, os.fstat(fd).st_size)
+                fs.ftruncate(fd, self._max_index_size - self._max_index_size % size)
+                self._dirty = True  # the new length is not durable yet
+            self._map(fd, fs.fstat_size(fd))
         except BaseException:
             if created:
-                os.close(fd)
+                fs.close(fd)
                 fd = -1
-                os.unlink(self._path)
+                fs.unlink(str(self._path))
             raise
         finally:
             if fd >= 0:
-                os.close(fd)  # the mmap holds its own descriptor
+                fs.close(fd)  # the mmap holds its own descriptor
         # A new file has no entries; an existing one is assumed valid to its end.
         self._entries = 0 if created else self._max_entries
 
@@ -244,7 +260,7 @@ class AbstractIndex:
             self._mmap, self._view = None, _EMPTY
         else:
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            self._mmap = mmap.mmap(fd, length, access=access)
+            self._mmap = _fileio.fs.mmap(fd, length, access)
             self._view = memoryview(self._mmap)
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
@@ -392,7 +408,9 @@ class AbstractIndex:
 
         Entries are kept; ``max_entries`` follows the new length. Returns False (and does
         nothing) when the length would not change. The view is released and the map closed
-        before the length changes.
+        before the length changes. A shrink (a trim) is fsynced before the file is mapped
+        again, so it is durable when this returns; a growth is not (the next
+        :meth:`flush` covers it).
 
         Raises
         ------
@@ -401,8 +419,10 @@ class AbstractIndex:
         io.UnsupportedOperation
             The index is read-only.
         OSError
-            The file could not be reopened or resized (deleted behind the index's back,
-            disk full); the index is then left closed.
+            The file could not be reopened, resized, fsynced or mapped again (deleted
+            behind the index's back, disk full, an I/O error). When the file was reopened
+            but the length change or the fsync failed, it is mapped again at the length
+            it has then and the index stays open and usable; otherwise it is left closed.
         """
         new_size = _check_int(new_size, "new_size")
         if new_size < 0:
@@ -417,13 +437,31 @@ class AbstractIndex:
                 raise ValueError(
                     f"cannot resize index {self._path} to {new_size} bytes: it holds "
                     f"{self._entries} entries ({self._entries * size} bytes)")
+            shrink = rounded < self._length
             self._unmap()  # Windows cannot change the length of a mapped file
-            fd = os.open(self._path, os.O_RDWR | _O_BINARY)
+            fs = _fileio.fs
+            fd = fs.open(str(self._path), os.O_RDWR | _O_BINARY)
             try:
-                os.ftruncate(fd, rounded)
+                try:
+                    fs.ftruncate(fd, rounded)
+                    if shrink:
+                        # A trim (roll, recovery) must be durable before anything can
+                        # trust the index: a lost trim brings the zero padding back as
+                        # entries, and the flush that follows a roll is skipped when the
+                        # recovery point is already at the new segment.
+                        fs.fsync(fd)
+                except OSError:
+                    # Map the file again at the length it has now, so the index stays
+                    # usable (lookups, a later retry), then report the error.
+                    self._dirty = True
+                    length = fs.fstat_size(fd)
+                    if length >= self._entries * size:
+                        self._map(fd, length)
+                    raise
+                self._dirty = not shrink
                 self._map(fd, rounded)
             finally:
-                os.close(fd)
+                fs.close(fd)
             self._load_last_entry()
             return True
 
@@ -447,31 +485,62 @@ class AbstractIndex:
     # -- durability, renames and closing -------------------------------------------------
 
     def flush(self) -> None:
-        """Write the mapped pages to the file (``msync``); nothing to do if read-only."""
+        """Make the entries and the length of the file durable: ``msync`` of the map (on
+        Linux that is an ``fdatasync`` of its range, which covers a changed length too),
+        or, for a file of 0 bytes (nothing to map), an ``fsync`` of the file if it has
+        changed since it was last made durable. Nothing to do if read-only."""
         with self._lock:
             if self._view is None:
                 raise self._closed()
-            if self._writable and self._mmap is not None:
-                self._mmap.flush()
+            if not self._writable:
+                return
+            fs = _fileio.fs
+            if self._mmap is not None:
+                fs.msync(self._mmap)
+            elif self._dirty:  # a trim to 0 bytes whose fsync failed: try again
+                self._fsync_file(None)
+            self._dirty = False
+
+    def _fsync_file(self, length: int | None) -> None:
+        """Open the file, set its length to ``length`` (unless None), fsync it, close it."""
+        fs = _fileio.fs
+        fd = fs.open(str(self._path), os.O_RDWR | _O_BINARY)
+        try:
+            if length is not None:
+                fs.ftruncate(fd, length)
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
 
     def close(self) -> None:
-        """Trim the file to its entries (if writable), unmap it and release every view.
+        """Unmap the file, release every view and, if writable, trim the file to its
+        entries; then fsync it if it was trimmed or written since the last :meth:`flush`.
 
-        Afterwards no buffer of the file and no descriptor are held; repeated calls do
-        nothing. Raises :class:`BufferError` if a lookup is still using the view.
+        The fsync makes what a clean shutdown leaves behind durable: the trimmed length
+        and a final time index entry written on close would otherwise be lost by a crash
+        after the clean-shutdown marker, and the next open would trust an index with
+        zero padding. Afterwards no buffer of the file and no descriptor are held;
+        repeated calls do nothing. Raises :class:`BufferError` if a lookup is still using
+        the view, and :class:`OSError` if the trim or the fsync fails (the index is
+        closed all the same).
         """
         with self._lock:
             if self._view is None:
                 return
             self._unmap()
             valid = self._entries * self.ENTRY_SIZE
-            if self._writable and self._length != valid:
-                try:
-                    os.truncate(self._path, valid)
-                except FileNotFoundError:  # already gone: nothing to trim
-                    pass
+            if not self._writable:
+                return
+            trim = self._length != valid
+            dirty, self._dirty = self._dirty, False
+            if trim:
                 self._length = valid
                 self._max_entries = self._entries
+            if trim or dirty:
+                try:
+                    self._fsync_file(valid if trim else None)
+                except FileNotFoundError:  # already gone: nothing to trim
+                    pass
 
     def close_handler(self) -> None:
         """Unmap without trimming (Kafka's ``closeHandler``, used when a segment is being
@@ -485,11 +554,7 @@ class AbstractIndex:
         with self._lock:
             if self._view is not None:
                 self._unmap()
-            try:
-                os.unlink(self._path)
-            except FileNotFoundError:
-                return False
-            return True
+            return _fileio.fs.unlink(str(self._path))
 
     def rename_to(self, path: str | os.PathLike[str]) -> None:
         """Atomically rename the file to ``path`` (the mapping stays valid).
@@ -499,7 +564,7 @@ class AbstractIndex:
         with self._lock:
             target = Path(path)
             try:
-                os.replace(self._path, target)
+                _fileio.fs.rename(str(self._path), str(target))
             finally:
                 self._path = target
 
@@ -706,6 +771,7 @@ class OffsetIndex(AbstractIndex):
             if not 0 <= position <= _INT32_MAX:
                 raise ValueError(f"position {position} is outside [0, {_INT32_MAX}]")
             _OFFSET_ENTRY.pack_into(self._mmap, entries * 8, relative, position)
+            self._dirty = True
             self._entries = entries + 1  # after the bytes: lookups read a count, then entries
             self._last_offset = offset
 
@@ -844,6 +910,7 @@ class TimeIndex(AbstractIndex):
                 if timestamp > _INT64_MAX:
                     raise ValueError(f"timestamp {timestamp} is outside the int64 range")
                 _TIME_ENTRY.pack_into(self._mmap, entries * 12, timestamp, relative)
+                self._dirty = True
                 self._entries = entries + 1  # after the bytes: lookups read a count first
                 self._last_entry = TimestampOffset(timestamp, offset)
 

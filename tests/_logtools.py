@@ -1,6 +1,6 @@
 """Helpers for the log-layer tests: a clock, config by Kafka name, readers that do not trust
-the log's own bookkeeping, and a file system that records what was fsynced so a test can
-build the image a crash would leave.
+the log's own bookkeeping, and a file system that records what was fsynced (and, for the
+memory-mapped index files, msynced) so a test can build the image a crash would leave.
 
 Imported as ``from _logtools import ...`` (tests/ is on ``sys.path`` while pytest runs).
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 import errno
 import os
 import random
+import re
 import shutil
+import weakref
 from collections import Counter
 from typing import NamedTuple
 
@@ -109,6 +111,57 @@ def disk_records(directory) -> list[Rec]:
 
 # -- fault injection ------------------------------------------------------------------------
 
+#: The files :class:`FaultFS` models as memory-mapped indexes (by name, as the log names them).
+INDEX_FILE = re.compile(r"\.(index|timeindex)(\.(deleted|cleaned|swap))?$")
+#: The unit in which a crash keeps or loses unsynced index bytes: a disk sector (a page
+#: written back in part by a power cut keeps some sectors and loses others).
+SECTOR = 512
+
+
+def is_index_file(path) -> bool:
+    return INDEX_FILE.search(os.fspath(path)) is not None
+
+
+class FileImage(NamedTuple):
+    """A file's length and its non-zero :data:`SECTOR`-sized blocks (zeros are holes)."""
+
+    length: int
+    blocks: dict[int, bytes]
+
+    @classmethod
+    def read(cls, path) -> FileImage:
+        blocks: dict[int, bytes] = {}
+        zero = bytes(SECTOR)
+        length = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(SECTOR * 2048):
+                for i in range(0, len(chunk), SECTOR):
+                    block = chunk[i:i + SECTOR]
+                    if block != zero[:len(block)]:
+                        blocks[(length + i) // SECTOR] = block
+                length += len(chunk)
+        return cls(length, blocks)
+
+    def block(self, i: int) -> bytes | None:
+        """Block ``i`` as this image holds it (None for zeros or past the end)."""
+        return self.blocks.get(i) if i * SECTOR < self.length else None
+
+    def to_bytes(self) -> bytes:
+        out = bytearray(self.length)
+        for i, block in self.blocks.items():
+            out[i * SECTOR:i * SECTOR + len(block)] = block
+        return bytes(out[:self.length])
+
+    def write(self, path) -> None:
+        with open(path, "r+b") as f:
+            f.truncate(0)
+            f.truncate(self.length)
+            for i, block in sorted(self.blocks.items()):
+                start = i * SECTOR
+                if start < self.length:
+                    f.seek(start)
+                    f.write(block[:self.length - start])
+
 
 class Crash(BaseException):
     """Raised by :class:`FaultFS` to stop the process "here", as a power cut would.
@@ -121,7 +174,7 @@ class FaultFS(_fileio.FileSystem):
     remembers, per file, how far it was written and how far fsynced.
 
     ``faults`` maps an operation name (``pwrite``, ``write``, ``fsync``, ``fsync_dir``,
-    ``ftruncate``, ``rename``, ``unlink``, ``open``) to
+    ``ftruncate``, ``rename``, ``unlink``, ``open``, ``mmap``, ``msync``) to
     ``{n: action}``: the n-th call (1-based, counted per operation) does ``action``:
 
     ``"enospc"``
@@ -134,17 +187,27 @@ class FaultFS(_fileio.FileSystem):
     ``"zero"``
         write nothing and return 0;
     ``"eio"``
-        raise ``OSError(EIO)`` (``fsync``, ``fsync_dir``);
+        raise ``OSError(EIO)`` (``fsync``, ``fsync_dir``, ``msync``, ``ftruncate``);
+        ``"enospc"`` also fails an ``ftruncate``, ``"enomem"`` an ``mmap``;
     ``"crash"``
         raise :class:`Crash` before doing anything.
 
-    The operation ``"any"`` counts every call that changes the file system (writes,
-    fsyncs, truncations, renames, deletions, creating opens) in one sequence, so
-    ``{"any": {n: "crash"}}`` stops the process before its n-th change, whatever it is.
+    The operation ``"any"`` counts every call that changes the file system or what of it
+    is durable (writes, fsyncs, msyncs, truncations, renames, deletions, creating opens)
+    in one sequence, so ``{"any": {n: "crash"}}`` stops the process before its n-th
+    change, whatever it is.
 
-    Durability rule for :func:`crash_image`: bytes a file held when it was opened count as
-    durable (it survived whatever came before), written bytes become durable at the next
-    successful fsync of that file.
+    Durability rules for :func:`crash_image`. A ``.log`` (or any other file written with
+    ``write``/``pwrite``): bytes it held when it was opened count as durable (it survived
+    whatever came before), written bytes become durable at the next successful fsync of
+    that file. An index file (:data:`INDEX_FILE`, written through ``mmap``): the durable
+    image is its whole content (length and bytes) when this file system first opened it;
+    the bytes written into its maps and every change of its length (``ftruncate``) stay
+    volatile until an ``msync`` of one of its maps or an ``fsync`` of the file succeeds,
+    which makes the file as it is then durable. (On Linux ``msync(MS_SYNC)`` is an
+    ``fdatasync`` of the mapped range, and a file is mapped whole: that covers its bytes
+    and its length.) Unmapping, closing, trimming or renaming the file makes nothing
+    durable. Directory entries (creations, renames, deletions) are not modelled.
     """
 
     def __init__(self, faults: dict | None = None) -> None:
@@ -154,6 +217,9 @@ class FaultFS(_fileio.FileSystem):
         self.written: dict[str, int] = {}
         self.synced: dict[str, int] = {}
         self.fired: list[tuple[str, int, str]] = []
+        #: index files: the image a crash keeps for sure (see the durability rules)
+        self.index_durable: dict[str, FileImage] = {}
+        self.maps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # map -> path
 
     def _action(self, op: str, mutating: bool = True) -> str | None:
         self.calls[op] += 1
@@ -180,6 +246,10 @@ class FaultFS(_fileio.FileSystem):
         fd = super().open(path, flags, mode)
         path = os.path.abspath(path)
         self.fds[fd] = path
+        if is_index_file(path):
+            if path not in self.index_durable or flags & os.O_EXCL:
+                self.index_durable[path] = FileImage.read(path)
+            return fd
         size = os.fstat(fd).st_size
         self.written[path] = size
         self.synced[path] = size
@@ -234,7 +304,33 @@ class FaultFS(_fileio.FileSystem):
         super().fsync(fd)
         path = self.fds.get(fd)
         if path is not None:
-            self.synced[path] = self.written.get(path, 0)
+            if path in self.index_durable:
+                self.index_durable[path] = FileImage.read(path)
+            else:
+                self.synced[path] = self.written.get(path, 0)
+
+    def mmap(self, fd, length, access):
+        action = self._action("mmap", mutating=False)
+        if action == "crash":
+            raise Crash(f"crash before mmap #{self.calls['mmap']}")
+        if action == "enomem":
+            raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+        m = super().mmap(fd, length, access)
+        path = self.fds.get(fd)
+        if path is not None:
+            self.maps[m] = path
+        return m
+
+    def msync(self, m):
+        action = self._action("msync")
+        if action == "crash":
+            raise Crash(f"crash before msync #{self.calls['msync']}")
+        if action == "eio":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().msync(m)
+        path = self.maps.get(m)
+        if path is not None and path in self.index_durable:
+            self.index_durable[path] = FileImage.read(path)
 
     def fsync_dir(self, path):
         action = self._action("fsync_dir")
@@ -248,9 +344,12 @@ class FaultFS(_fileio.FileSystem):
         action = self._action("ftruncate")
         if action == "crash":
             raise Crash("crash before ftruncate")
+        if action in ("eio", "enospc"):
+            code = errno.EIO if action == "eio" else errno.ENOSPC
+            raise OSError(code, os.strerror(code))
         super().ftruncate(fd, size)
         path = self.fds.get(fd)
-        if path is not None:
+        if path is not None and path not in self.index_durable:
             self.written[path] = min(self.written.get(path, 0), size)
             self.synced[path] = min(self.synced.get(path, 0), size)
 
@@ -260,12 +359,16 @@ class FaultFS(_fileio.FileSystem):
             raise Crash(f"crash before rename of {os.path.basename(src)}")
         super().rename(src, dst)
         src, dst = os.path.abspath(src), os.path.abspath(dst)
-        for table in (self.written, self.synced):
+        for table in (self.written, self.synced, self.index_durable):
+            table.pop(dst, None)
             if src in table:
                 table[dst] = table.pop(src)
         for fd, path in self.fds.items():
             if path == src:
                 self.fds[fd] = dst
+        for m, path in list(self.maps.items()):
+            if path == src:
+                self.maps[m] = dst
 
     def unlink(self, path):
         if self._action("unlink") == "crash":
@@ -274,6 +377,7 @@ class FaultFS(_fileio.FileSystem):
         path = os.path.abspath(path)
         self.written.pop(path, None)
         self.synced.pop(path, None)
+        self.index_durable.pop(path, None)
         return done
 
     def unsynced(self, path) -> tuple[int, int]:
@@ -281,6 +385,11 @@ class FaultFS(_fileio.FileSystem):
         path = os.path.abspath(path)
         size = os.path.getsize(path)
         return self.synced.get(path, size), size
+
+    def durable_index(self, path) -> bytes | None:
+        """The bytes of index file ``path`` a crash keeps for sure; None if not tracked."""
+        image = self.index_durable.get(os.path.abspath(path))
+        return None if image is None else image.to_bytes()
 
 
 class installed:
@@ -298,13 +407,17 @@ class installed:
 
 
 def crash_image(src, dst, fs: FaultFS, rng: random.Random, mode: str = "random") -> dict:
-    """Copy directory ``src`` (a log that is still open) to ``dst`` as a crash would leave
-    it: every ``.log`` file loses part of what was written after its last fsync.
+    """Copy directory ``src`` (a log, open or closed) to ``dst`` as a crash would leave
+    it: every ``.log`` file loses part of what was written after its last fsync, and every
+    index file ``fs`` tracks part of what was written into its maps or changed in its
+    length after its last msync or fsync (see :class:`FaultFS`).
 
-    ``mode``: ``"random"`` cuts each unsynced tail at a random point (possibly mid-batch),
-    ``"all"`` drops every unsynced byte, ``"none"`` keeps everything. Index files are
-    copied as they are (a crash can leave them stale or untrimmed). Returns
-    ``{name: (durable, kept, size)}`` for the ``.log`` files.
+    ``mode``: ``"random"`` cuts each unsynced ``.log`` tail at a random point (possibly
+    mid-batch) and gives each index file either its durable or its current length and,
+    sector by sector, either its durable or its current bytes (a torn entry included);
+    ``"all"`` drops every unsynced byte and length change; ``"none"`` keeps everything.
+    Returns ``{name: (durable, kept, size)}`` for the ``.log`` files and, with lengths,
+    for the tracked index files.
     """
     shutil.copytree(src, dst)
     cuts = {}
@@ -320,6 +433,28 @@ def crash_image(src, dst, fs: FaultFS, rng: random.Random, mode: str = "random")
         if keep < size:
             os.truncate(os.path.join(dst, name), keep)
         cuts[name] = (durable, keep, size)
+    src_abs = os.path.abspath(src)
+    for path, durable in sorted(fs.index_durable.items()):
+        if os.path.dirname(path) != src_abs or not os.path.exists(path):
+            continue
+        name = os.path.basename(path)
+        current = FileImage.read(path)
+        if mode == "none":
+            image = current
+        elif mode == "all":
+            image = durable
+        else:
+            length = rng.choice((durable.length, current.length))
+            blocks = {}
+            for i in range(-(-length // SECTOR)):
+                # past the current length the durable bytes are what a lost trim keeps
+                now = current.block(i) if i * SECTOR < current.length else durable.block(i)
+                kept = rng.choice((durable.block(i), now))
+                if kept is not None:
+                    blocks[i] = kept
+            image = FileImage(length, blocks)
+        image.write(os.path.join(dst, name))
+        cuts[name] = (durable.length, image.length, current.length)
     return cuts
 
 
