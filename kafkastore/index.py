@@ -754,10 +754,13 @@ class OffsetIndex(AbstractIndex):
         io.UnsupportedOperation
             The index is read-only.
         """
-        offset = _check_int(offset, "offset")
-        position = _check_int(position, "position")
+        if type(offset) is not int:
+            offset = _check_int(offset, "offset")
+        if type(position) is not int:
+            position = _check_int(position, "position")
         with self._lock:
-            self._check_writable()
+            if self._view is None or not self._writable:
+                self._check_writable()
             entries = self._entries
             if entries >= self._max_entries:
                 raise IndexFullError(f"Attempt to append to a full index (size = {entries}).",
@@ -767,7 +770,9 @@ class OffsetIndex(AbstractIndex):
                     f"Attempt to append an offset {offset} to position {entries} no larger "
                     f"than the last offset appended ({self._last_offset}) to {self._path}",
                     offset=offset, path=str(self._path))
-            relative = self.relative_offset(offset)
+            relative = offset - self._base_offset
+            if not 0 <= relative <= _INT32_MAX:
+                relative = self.relative_offset(offset)  # raises the overflow error
             if not 0 <= position <= _INT32_MAX:
                 raise ValueError(f"position {position} is outside [0, {_INT32_MAX}]")
             _OFFSET_ENTRY.pack_into(self._mmap, entries * 8, relative, position)
@@ -877,10 +882,13 @@ class TimeIndex(AbstractIndex):
         io.UnsupportedOperation
             The index is read-only.
         """
-        timestamp = _check_int(timestamp, "timestamp")
-        offset = _check_int(offset, "offset")
+        if type(timestamp) is not int:
+            timestamp = _check_int(timestamp, "timestamp")
+        if type(offset) is not int:
+            offset = _check_int(offset, "offset")
         with self._lock:
-            self._check_writable()
+            if self._view is None or not self._writable:
+                self._check_writable()
             entries = self._entries
             if not skip_full_check and entries >= self._max_entries - 1:
                 raise IndexFullError(
@@ -906,13 +914,15 @@ class TimeIndex(AbstractIndex):
                     raise IndexFullError(
                         f"Attempt to append to a full time index (size = {entries}): no slot "
                         "left even for the final entry", offset=offset, path=str(self._path))
-                relative = self.relative_offset(offset)
+                relative = offset - self._base_offset
+                if not 0 <= relative <= _INT32_MAX:
+                    relative = self.relative_offset(offset)  # raises the overflow error
                 if timestamp > _INT64_MAX:
                     raise ValueError(f"timestamp {timestamp} is outside the int64 range")
                 _TIME_ENTRY.pack_into(self._mmap, entries * 12, timestamp, relative)
                 self._dirty = True
                 self._entries = entries + 1  # after the bytes: lookups read a count first
-                self._last_entry = TimestampOffset(timestamp, offset)
+                self._last_entry = _tuple_new(TimestampOffset, (timestamp, offset))
 
     def sanity_check(self, full: bool = False) -> None:
         """Raise :class:`~kafkastore.errors.CorruptIndexError` if the file is corrupt.
