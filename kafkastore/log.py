@@ -784,9 +784,26 @@ class Log:
         ``min_one_message``); empty at the log end. Raises
         :class:`~kafkastore.errors.OffsetOutOfRangeError` outside
         ``[log_start_offset, log_end_offset]``.
+
+        Lock-free: a roll (which trims the old active segment's indexes) or the
+        delayed deletion of a removed segment may close a file under this read.
+        Such a read is done again under the log's lock, where neither can happen,
+        so it ends in a result or in ``OffsetOutOfRangeError`` (the offset went
+        below the new log start offset), never in a closed-file error.
         """
         if self._closed:
             self._check_not_closed()
+        try:
+            return self._read(offset, max_bytes, min_one_message, False)
+        except OffsetOutOfRangeError:
+            raise
+        except _RACE_ERRORS:
+            with self._lock:
+                self._check_not_closed()
+                return self._read(offset, max_bytes, min_one_message, True)
+
+    def _read(self, offset: int, max_bytes: int, min_one_message: bool,
+              locked: bool) -> LogSlice:
         segments = self._segments
         bases = self._bases
         end = self._next_offset
@@ -805,7 +822,14 @@ class Log:
                 f"Received request for offset {offset} for partition {self.dir}, but we only "
                 f"have log segments upto {end}.", offset=offset, path=self.dir)
         while i < len(segments):
-            found = segments[i].read(offset, max_bytes, None, min_one_message)
+            segment = segments[i]
+            if not locked and segment.log.closed:
+                raise _SegmentGone()   # do not reopen a deleted segment's index
+            found = segment.read(offset, max_bytes, None, min_one_message)
+            if not locked and segment.log.closed:
+                # closed (deleted) during the read: its bytes may come from a reused
+                # descriptor; the caller reads again under the lock
+                raise _SegmentGone()
             if found is not None:
                 return found
             i += 1
@@ -1008,12 +1032,23 @@ class Log:
                 self._close_handlers()
                 return
             try:
-                self._flush_to(self._next_offset)
                 active = self._segments[-1]
                 active.offset_index  # noqa: B018 - an empty active segment gets its files too
                 active.time_index  # noqa: B018
-                for seg in self._segments:
-                    seg.close()
+                # Closing a segment trims and then fsyncs each of its files (only those
+                # with unsynced changes), so it is also the final flush: one sync per file
+                # instead of a flush followed by a trim that needs syncing again.
+                old = self._recovery_point
+                try:
+                    for seg in self._segments:
+                        seg.close()
+                    if any(seg.base_offset >= old for seg in self._segments) \
+                            and old < self._next_offset:
+                        _fileio.fs.fsync_dir(self.dir)  # segments created since the last flush
+                except OSError as exc:
+                    self._failed = exc
+                    raise
+                self._recovery_point = self._next_offset
                 self.delete_pending_segments(force=True)
                 if self._standalone:
                     marker = os.path.join(self.dir, CLEAN_SHUTDOWN_FILE)
@@ -1048,6 +1083,16 @@ class Log:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _SegmentGone(Exception):
+    """A lock-free read found its segment closed under it (see :meth:`Log.read`)."""
+
+
+# What a lock-free read can meet when a roll trims, or a delayed deletion closes, the
+# segment it is reading: a closed index or file (KafkaStoreError, IndexClosedError), a
+# released view or map (ValueError, BufferError), a closed or deleted file (OSError).
+_RACE_ERRORS = (_SegmentGone, KafkaStoreError, OSError, ValueError, BufferError)
 
 
 def _scan_v2(view: memoryview):
