@@ -212,6 +212,8 @@ class Log:
         cleaned_min = None
         swaps = []
         for name in names:
+            if not name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
+                continue   # (no stat for the ordinary files: a clean open lists 1000s)
             full = os.path.join(self.dir, name)
             if not os.path.isfile(full):
                 continue
@@ -259,13 +261,15 @@ class Log:
             fs.rename(os.path.join(self.dir, name),
                       os.path.join(self.dir, name[:-len(SWAP_FILE_SUFFIX)]))
         # 5. load the segments
-        names = sorted(os.listdir(self.dir))
+        with os.scandir(self.dir) as listing:
+            is_file = {e.name: e.is_file() for e in listing}   # d_type: no stat per file
+        names = sorted(is_file)
         present = set(names)
         segments = []
         for name in names:
             full = os.path.join(self.dir, name)
             base = _offset_or_none(name)
-            if base is None or not os.path.isfile(full):
+            if base is None or not is_file[name]:
                 continue
             if name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
                 stem = name[:name.rindex(".")]
@@ -994,10 +998,12 @@ class Log:
                     f"Only the oldest segments of {self.dir} can be deleted, not "
                     f"{[s.base_offset for s in drop]} of {[s.base_offset for s in current]}")
             keep = list(current[len(drop):])
-            self._set_segments(keep)
-            self._schedule_delete(drop)
+            # the start offset moves first: a lock-free reader that sees the new
+            # segments (it reads them before the start offset) sees the new start too
             if self._log_start_offset < keep[0].base_offset:
                 self._log_start_offset = keep[0].base_offset
+            self._set_segments(keep)
+            self._schedule_delete(drop)
             return len(drop)
 
     def _schedule_delete(self, segments: Iterable[LogSegment]) -> None:

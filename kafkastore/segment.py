@@ -9,12 +9,13 @@ writes, byte for byte.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
 from kafkastore import _fileio
-from kafkastore.errors import CorruptIndexError, KafkaStoreError
+from kafkastore.errors import CorruptIndexError, IndexClosedError, KafkaStoreError
 from kafkastore.file_records import FileRecords, LogSlice
 from kafkastore.index import OffsetIndex, TimeIndex
 from kafkastore.records import read_batch
@@ -92,14 +93,25 @@ def segment_file(directory: str, base_offset: int, suffix: str, extra: str = "")
     return os.path.join(directory, filename_prefix_from_offset(base_offset) + suffix + extra)
 
 
+#: Serialises the first open of every :class:`_LazyIndex` against the others and against
+#: closing (opens are rare: once per index file).
+_LAZY_LOAD_LOCK = threading.Lock()
+
+
 class _LazyIndex:
     """Kafka's ``LazyIndex``: the index file is opened (and mmapped) on first use.
 
     Renames and deletes work on the bare path without creating the file, so
     a log with thousands of segments opens only the indexes it touches.
+
+    Lock-free readers may call :meth:`get` concurrently (with each other and with
+    the writer): the first use opens the file once, under a lock, so no second
+    mapping of the same file can outlive a trim of it (a SIGBUS). After
+    :meth:`close`, :meth:`close_handler` or :meth:`delete_if_exists` the index is
+    never opened again: :meth:`get` raises :class:`IndexClosedError`.
     """
 
-    __slots__ = ("path", "_cls", "_base_offset", "_max_index_size", "_index")
+    __slots__ = ("path", "_cls", "_base_offset", "_max_index_size", "_index", "_closed")
 
     def __init__(self, cls, path: str, base_offset: int, max_index_size: int) -> None:
         self._cls = cls
@@ -107,6 +119,7 @@ class _LazyIndex:
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._index = None
+        self._closed = False
 
     @property
     def loaded(self) -> bool:
@@ -115,7 +128,13 @@ class _LazyIndex:
     def get(self):
         index = self._index
         if index is None:
-            index = self._index = self._cls(self.path, self._base_offset, self._max_index_size)
+            with _LAZY_LOAD_LOCK:
+                index = self._index
+                if index is None:
+                    if self._closed:
+                        raise IndexClosedError(f"index {self.path} is closed", path=self.path)
+                    index = self._index = self._cls(self.path, self._base_offset,
+                                                    self._max_index_size)
         return index
 
     def rename_to(self, path: str) -> None:
@@ -126,19 +145,25 @@ class _LazyIndex:
         self.path = path
 
     def delete_if_exists(self) -> bool:
-        if self._index is not None:
+        with _LAZY_LOAD_LOCK:
+            self._closed = True
             index, self._index = self._index, None
+        if index is not None:
             return index.delete_if_exists()
         return _fileio.fs.unlink(self.path)
 
     def close(self) -> None:
-        if self._index is not None:
+        with _LAZY_LOAD_LOCK:
+            self._closed = True
             index, self._index = self._index, None
+        if index is not None:
             index.close()
 
     def close_handler(self) -> None:
-        if self._index is not None:
+        with _LAZY_LOAD_LOCK:
+            self._closed = True
             index, self._index = self._index, None
+        if index is not None:
             index.close_handler()
 
 
