@@ -340,7 +340,10 @@ class LogManager:
         for entry in entries:
             if not entry.is_dir(follow_symlinks=True):
                 continue
-            full = check_partition_dir(log_dir.path, entry.name)
+            # a listed name is one component; only a symlink can lead elsewhere, so only
+            # a symlink needs the (realpath, one lstat per component) check
+            full = check_partition_dir(log_dir.path, entry.name) if entry.is_symlink() \
+                else os.path.join(log_dir.path, entry.name)
             parsed = parse_partition_dir_name(entry.name, path=full)
             if parsed.suffix == DELETE_DIR_SUFFIX:
                 self._doomed_dirs.append((self._time_ms() + self._default.file_delete_delay_ms,
