@@ -12,9 +12,15 @@ Rows (best of ``--reps`` runs each, the two sides alternating so drift hits both
   (bar: <= 3x its cost);
 * recovery: ``LogSegment.recover`` of a ``--recovery-mib`` log vs ``crc32c`` over the same
   bytes (bar: >= 40% of its throughput);
-* memory: resident-set growth while appending ``--memory-gib`` (bar: < 100 MiB for 4 GiB).
+* memory: resident-set growth while appending ``--memory-gib`` (bar: < 100 MiB for 4 GiB);
+* manager: opening a cleanly closed store of 100 partitions, 1,000 segments, with
+  ``LogManager`` vs ``os.scandir`` of the same directories (bar: <= 20x), the same open
+  followed by a clean close (for information), and a ``cleanup_logs`` retention pass with
+  nothing to delete (bar: < 1 ms per partition).
 
-Usage: ``python asv_bench/compare_log.py [--records N] [--reps R] [--markdown out.md]``.
+Usage: ``python asv_bench/compare_log.py [--records N] [--reps R] [--skip append,...]
+[--markdown out.md]``; ``--skip`` takes the row names append, append_batches, read,
+recovery, memory and manager.
 """
 
 from __future__ import annotations
@@ -42,6 +48,15 @@ from benchmarks.log import (  # noqa: E402
     chunks,
     log_config,
     ready_batches,
+)
+from benchmarks.manager import (  # noqa: E402
+    PARTITIONS,
+    SEGMENTS_PER_PARTITION,
+    build_store,
+    open_close,
+    open_manager,
+    retention_pass,
+    scandir_store,
 )
 
 
@@ -205,6 +220,46 @@ def main(argv=None) -> int:
             grown = (peak - before) / 2**20
             row("memory", f"append {written / 2**30:.1f} GiB ({written / elapsed / 1e9:.2f} GB/s)",
                 f"+{grown:.1f} MiB RSS", "-", "-", "< 100 MiB", grown < 100)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    if "manager" not in skip:
+        d = tempfile.mkdtemp(prefix="ks-cmp-")
+        try:
+            build_store(d)
+            opened = []
+
+            def ours():
+                opened.append(open_manager(d))
+
+            def base():
+                scandir_store(d)
+
+            t_open = t_scan = float("inf")
+            for _ in range(args.reps):
+                t_open = min(t_open, best_of(1, ours))
+                opened.pop().close()
+                t_scan = min(t_scan, best_of(1, base))
+            r = t_open / t_scan
+            segs = PARTITIONS * SEGMENTS_PER_PARTITION
+            row("manager", f"open, {PARTITIONS} partitions, {segs} segments",
+                f"{t_open * 1e3:.1f} ms", f"{t_scan * 1e3:.2f} ms scandir", f"{r:.1f}x cost",
+                "open <= 20x scandir", r <= 20)
+            t_both = best_of(args.reps, lambda: open_close(d))
+            row("manager", "open + clean close (checkpoints, marker, fsyncs)",
+                f"{t_both * 1e3:.1f} ms", f"{t_scan * 1e3:.2f} ms scandir",
+                f"{t_both / t_scan:.1f}x cost", "-", True)
+            manager = open_manager(d)
+            try:
+                retention_pass(manager)   # loads the time indexes the pass reads
+                passes = 50
+                t_pass = best_of(args.reps, lambda: [retention_pass(manager)
+                                                     for _ in range(passes)]) / passes
+                per = t_pass / PARTITIONS
+                row("manager", "retention pass, nothing to delete", f"{per * 1e6:.1f} us "
+                    "/ partition", "-", "-", "retention pass < 1 ms per partition", per < 1e-3)
+            finally:
+                manager.close()
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
