@@ -267,24 +267,28 @@ class Log:
         present = set(names)
         segments = []
         for name in names:
-            full = os.path.join(self.dir, name)
             base = _offset_or_none(name)
             if base is None or not is_file[name]:
                 continue
             if name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
                 stem = name[:name.rindex(".")]
                 if stem + LOG_FILE_SUFFIX not in present:
+                    full = os.path.join(self.dir, name)
                     logger.warning("Found an orphaned index file %s, with no corresponding log "
                                    "file.", full)
                     fs.unlink(full)
                 continue
             if not name.endswith(LOG_FILE_SUFFIX):
                 continue
-            time_index_newly_created = (name[:-4] + TIME_INDEX_FILE_SUFFIX) not in present
+            stem = name[:-len(LOG_FILE_SUFFIX)]
+            time_index_newly_created = stem + TIME_INDEX_FILE_SUFFIX not in present
             seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True,
                                   time_ms=self._time_ms)
             try:
-                seg.sanity_check(time_index_newly_created)
+                # Kafka's check (the offset index exists); the content checks run when an
+                # index is first used, so opening maps no index file
+                seg.defer_sanity_check(time_index_newly_created,
+                                       offset_index_exists=stem + INDEX_FILE_SUFFIX in present)
             except CorruptIndexError as exc:
                 logger.warning("Could not find a valid index for segment %s (%s); rebuilding it",
                                seg.log.path, exc)

@@ -8,6 +8,7 @@ writes, byte for byte.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -90,12 +91,18 @@ def _now_ms() -> int:
 
 
 def segment_file(directory: str, base_offset: int, suffix: str, extra: str = "") -> str:
-    return os.path.join(directory, filename_prefix_from_offset(base_offset) + suffix + extra)
+    # os.path.join's generality costs more than the rest of opening a clean segment
+    sep = "" if directory.endswith(os.sep) else os.sep
+    return f"{directory}{sep}{base_offset:020d}{suffix}{extra}"
 
 
 #: Serialises the first open of every :class:`_LazyIndex` against the others and against
 #: closing (opens are rare: once per index file).
 _LAZY_LOAD_LOCK = threading.Lock()
+# Serialises the deferred index checks (LogSegment.defer_sanity_check): re-entrant, as a
+# check loads the indexes it checks.
+_INDEX_CHECK_LOCK = threading.RLock()
+_logger = logging.getLogger(__name__)
 
 
 class _LazyIndex:
@@ -206,6 +213,9 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: tuple[int, int] | None = None  # (max ts, its batch's last offset)
         self._bytes_since_last_index_entry = 0
+        # set by defer_sanity_check(): the indexes are checked (and rebuilt if bad) on
+        # their first use instead of at open
+        self._index_check_pending = False
 
     # -- opening -----------------------------------------------------------
 
@@ -234,10 +244,14 @@ class LogSegment:
 
     @property
     def offset_index(self) -> OffsetIndex:
+        if self._index_check_pending:
+            self._check_indexes_once()
         return self._offset_index.get()
 
     @property
     def time_index(self) -> TimeIndex:
+        if self._index_check_pending:
+            self._check_indexes_once()
         return self._time_index.get()
 
     @property
@@ -257,6 +271,37 @@ class LogSegment:
         return (f"LogSegment(base_offset={self.base_offset}, size={self.size}, "
                 f"path={self.log.path!r})")
 
+    def defer_sanity_check(self, time_index_newly_created: bool,
+                           offset_index_exists: bool | None = None) -> None:
+        """Kafka's check at open (the offset index file exists), with the content checks
+        of :meth:`sanity_check` deferred to the first use of an index.
+
+        Opening a log with thousands of clean segments then maps no index file. On
+        first use the indexes are checked under a lock; a bad one is rebuilt from the
+        ``.log`` (without cutting it: the data was accepted when the log was opened)
+        before any lookup sees it, so a bad index is still never used.
+        """
+        if offset_index_exists is None:  # the caller did not list the directory
+            offset_index_exists = os.path.exists(self._offset_index.path)
+        if not offset_index_exists:
+            raise CorruptIndexError(f"Offset index file {self._offset_index.path} does not exist",
+                                    path=self._offset_index.path)
+        if time_index_newly_created:
+            self._time_index.get().resize(0)
+        self._index_check_pending = True
+
+    def _check_indexes_once(self) -> None:
+        with _INDEX_CHECK_LOCK:
+            if not self._index_check_pending:
+                return
+            try:
+                self._check_index_contents()
+            except CorruptIndexError as exc:
+                _logger.warning("Found a bad index for segment %s (%s); rebuilding it",
+                                self.log.path, exc)
+                self._rebuild_indexes(truncate=False)
+            self._index_check_pending = False
+
     def sanity_check(self, time_index_newly_created: bool) -> None:
         """Check the index files before trusting them; raise :class:`CorruptIndexError`.
 
@@ -269,10 +314,13 @@ class LogSegment:
                                     path=self._offset_index.path)
         if time_index_newly_created:
             self.time_index.resize(0)
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
+        self._check_index_contents()
+
+    def _check_index_contents(self) -> None:
+        self._offset_index.get().sanity_check()
+        self._time_index.get().sanity_check()
         # the indexes must point inside the data that is there
-        index = self.offset_index
+        index = self._offset_index.get()
         if index.entries:
             _, position = index.entry(index.entries - 1)
             if position >= max(self.size, 1):
@@ -358,7 +406,10 @@ class LogSegment:
         log = self.log
         if max_position is None:
             max_position = log.size
-        index = self._offset_index._index or self._offset_index.get()
+        # the loaded index directly (no property call) once its deferred check is done
+        index = None if self._index_check_pending else self._offset_index._index
+        if index is None:
+            index = self.offset_index
         index_offset, index_position, next_position = index.lookup_with_next(start_offset)
         # one pread usually serves both the header search and the data
         header, data = log.search_with_data(
@@ -472,8 +523,14 @@ class LogSegment:
         the segment's offset range (the last raises
         :class:`LogSegmentOffsetOverflowError` so the loader can split).
         """
-        offset_index = self.offset_index
-        time_index = self.time_index
+        self._index_check_pending = False  # rebuilt here: nothing left to check
+        return self._rebuild_indexes(truncate=True)
+
+    def _rebuild_indexes(self, truncate: bool) -> int:
+        """:meth:`recover`; with ``truncate`` False an invalid tail is left in the file
+        (and returned as the byte count past the indexed entries)."""
+        offset_index = self._offset_index.get()
+        time_index = self._time_index.get()
         offset_index.reset()
         time_index.reset()
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
@@ -506,7 +563,8 @@ class LogSegment:
         finally:
             self._max_ts_and_offset = (max_ts, max_off)
         truncated = self.log.size - valid_bytes
-        self.log.truncate_to(valid_bytes)
+        if truncate:
+            self.log.truncate_to(valid_bytes)
         offset_index.trim_to_valid_size()
         time_index.maybe_append(max_ts, max_off, skip_full_check=True)
         time_index.trim_to_valid_size()

@@ -955,6 +955,48 @@ def test_corrupt_index_rebuild(tmp_path, clock):
     log.close()
 
 
+@pytest.mark.parametrize("damage", [b"  ", bytes(64), b"\xff" * 64])
+def test_bad_index_after_a_clean_shutdown_is_rebuilt_on_first_use(tmp_path, clock, damage):
+    """A clean open maps no index file of an inactive segment (Kafka only checks that the
+    offset index exists); the content checks run on first use, under a lock, and a bad
+    index is rebuilt before any lookup uses it: concurrent readers all get right answers."""
+    import threading
+
+    n = 200
+    cfg = dict(segment_bytes=200, index_interval_bytes=1)
+    log = open_log(tmp_path, clock, **cfg)
+    _fill(log, n, clock)
+    files = [s.offset_index_path for s in log.segments[:-1]] + \
+        [s.time_index_path for s in log.segments[:-1]]
+    log.close()
+    for f in files:
+        with open(f, "wb") as fh:
+            fh.write(damage)
+    log = open_log(tmp_path, clock, **cfg)
+    inactive = log.segments[:-1]
+    assert not any(s._offset_index.loaded or s._time_index.loaded for s in inactive)
+    errors = []
+
+    def reader():
+        try:
+            for i in range(0, n, 7):
+                assert first_batch(log, i, 100).last_offset == i
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    _check_every_offset_and_timestamp(log, n, clock)
+    for seg in inactive:
+        seg.offset_index.sanity_check(full=True)
+        seg.time_index.sanity_check(full=True)
+    log.close()
+
+
 def test_bogus_index_segments_are_removed(tmp_path, clock):
     """testBogusIndexSegmentsAreRemoved: index files without a .log are deleted on open;
     the log still appends."""
