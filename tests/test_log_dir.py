@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+import kafkastore
 from kafkastore.errors import (
     InvalidMetaPropertiesError,
     InvalidPartitionDirError,
@@ -46,7 +47,9 @@ from kafkastore.topic import (
 
 TP = TopicPartition
 UUID = "0123456789abcdef0123456789abcdef"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where the kafkastore under test comes from (the installed wheel in CI, the source tree
+# in development): child processes must import the same one.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(kafkastore.__file__)))
 
 # -- topic names -----------------------------------------------------------------------------
 

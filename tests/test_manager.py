@@ -24,6 +24,7 @@ import traceback
 import pytest
 from _logtools import T0, Clock, FaultFS, crash_image, installed, read_all
 
+import kafkastore
 from kafkastore import _fileio
 from kafkastore import manager as manager_mod
 from kafkastore.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE
@@ -41,7 +42,9 @@ from kafkastore.manager import LogManager, ManagerConfig
 from kafkastore.records import iter_batches
 from kafkastore.topic import TopicPartition
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where the kafkastore under test comes from (the installed wheel in CI, the source tree
+# in development): child processes must import the same one.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(kafkastore.__file__)))
 RP = RECOVERY_POINT_CHECKPOINT_FILE
 LSO = LOG_START_OFFSET_CHECKPOINT_FILE
 TASKS = ("kafka-log-retention", "kafka-log-flusher", "kafka-recovery-point-checkpoint",
