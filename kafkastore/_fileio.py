@@ -20,7 +20,7 @@ from __future__ import annotations
 import mmap as _mmap
 import os
 
-__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully"]
+__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully", "read_file"]
 
 
 class FileSystem:
@@ -127,3 +127,23 @@ def _fully(write, data) -> int:
             raise OSError(f"write made no progress ({done} of {total} bytes written)")
         done += n
     return total
+
+
+def read_file(path: str) -> bytes | None:
+    """The whole of a small file (a checkpoint, ``meta.properties``); None if it does not
+    exist. Reads until end of file, past the size ``fstat`` gave: the file may have grown
+    since, and a short read must not cut it."""
+    try:
+        fd = fs.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        size = fs.fstat_size(fd)
+        chunks = []
+        position = 0
+        while chunk := fs.pread(fd, max(size - position, 0) + 4096, position):
+            chunks.append(chunk)
+            position += len(chunk)
+        return b"".join(chunks)
+    finally:
+        fs.close(fd)

@@ -128,30 +128,6 @@ def write_atomically(path: str, data: bytes) -> None:
     fs.fsync_dir(os.path.dirname(path))
 
 
-def _read_file(path: str) -> bytes | None:
-    """The whole file through the seam; None if it does not exist."""
-    fs = _fileio.fs
-    try:
-        fd = fs.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        size = fs.fstat_size(fd)
-        chunks = []
-        position = 0
-        while True:
-            # Read past the size fstat gave: the file may have grown since (it should
-            # not, being replaced by rename, but a short read must not truncate it).
-            chunk = fs.pread(fd, max(size - position, 0) + 4096, position)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-        return b"".join(chunks)
-    finally:
-        fs.close(fd)
-
-
 def _split_lines(text: str) -> list[str]:
     """Lines as ``BufferedReader.readLine`` returns them: a final terminator ends
     the last line rather than starting an empty one."""
@@ -233,7 +209,7 @@ class CheckpointFile(Generic[T]):
             If the file cannot be read.
         """
         with self._lock:
-            data = _read_file(self.path)
+            data = _fileio.read_file(self.path)
         if data is None:
             return []
         try:

@@ -560,20 +560,11 @@ def read_meta_properties(log_dir: str) -> MetaProperties | None:
         If the file cannot be read.
     """
     path = os.path.join(os.path.abspath(log_dir), META_PROPERTIES_FILE)
-    fs = _fileio.fs
-    try:
-        fd = fs.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    data = _fileio.read_file(path)
+    if data is None:
         return None
     try:
-        chunks, position = [], 0
-        while chunk := fs.pread(fd, 1 << 16, position):
-            chunks.append(chunk)
-            position += len(chunk)
-    finally:
-        fs.close(fd)
-    try:
-        text = b"".join(chunks).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InvalidMetaPropertiesError(f"meta.properties is not UTF-8 ({e.reason})",
                                          path=path) from None
