@@ -241,6 +241,10 @@ class FileRecords:
         fs = _fileio.fs
         want = end - position
         data = fs.pread(self._fd, want, position)
+        if self._closed:
+            # closed while we read (a segment deleted under a slow reader): the descriptor
+            # number may already belong to another file, so these bytes cannot be trusted
+            self._check_open()
         if len(data) < want:  # short read: loop (rare; a signal, a network fs)
             parts = [data]
             got = len(data)

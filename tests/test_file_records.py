@@ -647,3 +647,20 @@ def test_scan_chunks_stops_at_a_corrupt_entry_and_unmaps(log_path):
         assert scan.error.position == len(data[0]) + len(data[1])
     finally:
         fr.close_handlers()
+
+
+def test_a_read_racing_a_close_raises_instead_of_returning_unknown_bytes(file_records):
+    """A segment deleted under a slow reader: if the file is closed while the pread runs,
+    the descriptor number may already name another file, so the bytes are refused."""
+    class ClosingRead(_fileio.FileSystem):
+        def pread(self, fd, size, position):
+            data = super().pread(fd, size, position)
+            file_records.close_handlers()   # what a delayed deletion does meanwhile
+            return data
+
+    old = _fileio.install(ClosingRead())
+    try:
+        with pytest.raises(KafkaStoreError, match="closed"):
+            file_records.read(0, 10)
+    finally:
+        _fileio.install(old)
