@@ -745,7 +745,7 @@ class Log:
             self._check_open()
             self._flush_to(self._next_offset if offset is None else offset)
 
-    def _flush_to(self, offset: int) -> None:
+    def _flush_to(self, offset: int, now_ms: int | None = None) -> None:
         if offset <= self._recovery_point:
             return
         old = self._recovery_point
@@ -763,7 +763,7 @@ class Log:
             self._failed = exc
             raise
         self._recovery_point = offset
-        self._last_flush_ms = self._time_ms()
+        self._last_flush_ms = self._time_ms() if now_ms is None else now_ms
 
     def _segments_overlapping(self, start: int, end: int) -> list[LogSegment]:
         if end <= start:
@@ -779,7 +779,7 @@ class Log:
                 return False
             now = self._time_ms() if now_ms is None else now_ms
             if now - self._last_flush_ms >= self.config.flush_ms and self.unflushed_messages:
-                self._flush_to(self._next_offset)
+                self._flush_to(self._next_offset, now)
                 return True
             return False
 

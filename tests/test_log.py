@@ -1372,3 +1372,16 @@ def test_reopen_after_close_keeps_everything(tmp_path, clock):
     assert read_all(log) == model
     assert [rec_of(r) for r in log.read(model[40].offset, 1 << 20).records()][0] == model[40]
     log.close()
+
+
+def test_flush_if_due_counts_from_the_time_it_was_given(tmp_path, clock):
+    """The manager's flusher passes its own ``now``: the next flush is due flush.ms after
+    that time, not after the log's clock reading."""
+    log = open_log(tmp_path, clock, flush_ms=1000)
+    append1(log)
+    assert log.flush_if_due(clock() + 1000)
+    append1(log)
+    assert not log.flush_if_due(clock() + 1999)
+    assert log.flush_if_due(clock() + 2000)
+    assert log.unflushed_messages == 0
+    log.close()
