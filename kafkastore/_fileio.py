@@ -111,18 +111,30 @@ def write_fully(fd: int, data) -> int:
 
 
 def pwrite_fully(fd: int, data, position: int) -> int:
-    """Write all of ``data`` at ``position`` (the file position is untouched)."""
-    return _fully(lambda view, done: fs.pwrite(fd, view, position + done), data)
+    """Write all of ``data`` at ``position`` (the file position is untouched).
+
+    One ``pwrite`` when it writes everything, as it nearly always does (this is the
+    append path); a loop over the rest only after a short write.
+    """
+    total = len(data) if type(data) is bytes else memoryview(data).nbytes
+    if total == 0:
+        return 0
+    first = fs.pwrite(fd, data, position)
+    if first == total:
+        return total
+    return _fully(lambda view, done: fs.pwrite(fd, view, position + done), data, first)
 
 
-def _fully(write, data) -> int:
-    """Loop ``write(view, done)`` over short writes; one that makes no progress raises
-    :class:`OSError` (a full disk raises by itself)."""
+def _fully(write, data, first: int | None = None) -> int:
+    """Loop ``write(view, done)`` over short writes (``first``: what a write already
+    made of the whole); one that makes no progress raises :class:`OSError` (a full disk
+    raises by itself)."""
     view = memoryview(data)
     total = view.nbytes
     done = 0
     while done < total:
-        n = write(view[done:] if done else view, done)
+        n = write(view[done:] if done else view, done) if first is None else first
+        first = None
         if n <= 0:
             raise OSError(f"write made no progress ({done} of {total} bytes written)")
         done += n

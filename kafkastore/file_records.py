@@ -152,11 +152,7 @@ class FileRecords:
             raise ValueError(
                 f"Append of size {n} bytes is too large for segment with current file "
                 f"position at {size}")
-        written = _fileio.fs.pwrite(self._fd, data, size)
-        if written != n:  # a short write (rare): finish it, or fail as pwrite_fully does
-            if written <= 0:
-                raise OSError(f"write made no progress (0 of {n} bytes written)")
-            _fileio.pwrite_fully(self._fd, memoryview(data)[written:], size + written)
+        _fileio.pwrite_fully(self._fd, data, size)
         self._size = size + n
         self._dirty = True
         return n
@@ -369,8 +365,6 @@ class FileRecords:
             if found[0] == _FOUND and found[1] == 0 and found[3] >= 2 \
                     and found[4] <= target_offset:
                 header = _tuple_new(BatchHeader, (next_position, *found[2:]))
-                if 0 < read_size <= len(win):
-                    return header, (win if read_size == len(win) else win[:read_size])
                 return header, self._data_in(win, 0, read_size, left)
             # a stale or sparse index: walk from the start
         first = window if at_start else _FIRST_READ

@@ -353,7 +353,8 @@ class AbstractIndex:
 
         Raises :class:`~kafkastore.errors.IndexOffsetOverflowError` otherwise.
         """
-        offset = _check_int(offset, "offset")
+        if type(offset) is not int:
+            offset = _check_int(offset, "offset")
         relative = offset - self._base_offset
         if relative < 0 or relative > _INT32_MAX:
             raise IndexOffsetOverflowError(
@@ -770,9 +771,7 @@ class OffsetIndex(AbstractIndex):
                     f"Attempt to append an offset {offset} to position {entries} no larger "
                     f"than the last offset appended ({self._last_offset}) to {self._path}",
                     offset=offset, path=str(self._path))
-            relative = offset - self._base_offset
-            if not 0 <= relative <= _INT32_MAX:
-                relative = self.relative_offset(offset)  # raises the overflow error
+            relative = self.relative_offset(offset)
             if not 0 <= position <= _INT32_MAX:
                 raise ValueError(f"position {position} is outside [0, {_INT32_MAX}]")
             _OFFSET_ENTRY.pack_into(self._mmap, entries * 8, relative, position)
@@ -914,9 +913,7 @@ class TimeIndex(AbstractIndex):
                     raise IndexFullError(
                         f"Attempt to append to a full time index (size = {entries}): no slot "
                         "left even for the final entry", offset=offset, path=str(self._path))
-                relative = offset - self._base_offset
-                if not 0 <= relative <= _INT32_MAX:
-                    relative = self.relative_offset(offset)  # raises the overflow error
+                relative = self.relative_offset(offset)
                 if timestamp > _INT64_MAX:
                     raise ValueError(f"timestamp {timestamp} is outside the int64 range")
                 _TIME_ENTRY.pack_into(self._mmap, entries * 12, timestamp, relative)

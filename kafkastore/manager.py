@@ -584,8 +584,7 @@ class LogManager:
         errors: list[BaseException] = []
         try:
             for log_dir in self._dirs:
-                logs = {tp: log for tp, log in self._logs.items()
-                        if self._log_dir_of.get(tp) is log_dir}
+                logs = self._dir_logs(log_dir)
                 clean = True
                 for tp, log in logs.items():
                     try:
