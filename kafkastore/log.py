@@ -36,10 +36,12 @@ from kafkastore.errors import (
     UnexpectedAppendOffsetError,
 )
 from kafkastore.file_records import LogSlice
+from kafkastore.compression import validate_level
 from kafkastore.records import (
     CompressionType,
     TimestampType,
     encode_batch,
+    encode_v2,
     iter_batches,
     scan_batches,
 )
@@ -52,7 +54,6 @@ from kafkastore.segment import (
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
     LogSegment,
-    RollParams,
     TimestampAndOffset,
     offset_from_file_name,
     segment_file,
@@ -91,6 +92,7 @@ _V2_MAX_TS = 35
 _V2_COUNT = 57
 _V2_HEADER = 61
 _TS_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _LEGACY_ATTRS = 17
 _LEGACY_TS = 18
@@ -127,6 +129,27 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_NO_LIMIT = (1 << 63) - 1
+
+
+class _AppendPlan(NamedTuple):
+    """What :meth:`Log.append` derives from the config, once per config, not per call."""
+
+    attributes: int          # codec and timestamp type bits of the batches appended
+    level: int | None        # the codec's configured level
+    log_append_time: bool
+    timestamp_window: bool   # message.timestamp.before/after.max.ms limit anything
+
+    @classmethod
+    def of(cls, config: LogConfig, log: Log) -> _AppendPlan:
+        codec = log._target_codec(None, config)
+        log_append = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        return cls(int(codec) | (_TS_TYPE_BIT if log_append else 0),
+                   log._codec_level(codec, config), log_append,
+                   config.message_timestamp_before_max_ms < _NO_LIMIT
+                   or config.message_timestamp_after_max_ms < _NO_LIMIT)
+
+
 class Log:
     """A partition directory of segments, with Kafka's append, read and recovery rules.
 
@@ -154,7 +177,7 @@ class Log:
     def __init__(self, directory: str, config: LogConfig, *, time_ms: Callable[[], int],
                  standalone: bool) -> None:
         self.dir = directory
-        self.config = config
+        self.config = config   # (the setter derives the append plan)
         self._time_ms = time_ms
         self._standalone = standalone
         self._lock = threading.RLock()
@@ -372,6 +395,17 @@ class Log:
     # -- state -------------------------------------------------------------
 
     @property
+    def config(self) -> LogConfig:
+        """The log's :class:`~kafkastore.config.LogConfig`; assigning a new one (a topic
+        config change) takes effect from the next call."""
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        # set together, so an append sees either the old pair or the new one
+        self._config, self._plan = config, _AppendPlan.of(config, self)
+
+    @property
     def segments(self) -> tuple[LogSegment, ...]:
         """The segments, oldest first (an immutable snapshot)."""
         return self._segments
@@ -448,36 +482,41 @@ class Log:
         ``producer``). With ``message.timestamp.type=LogAppendTime`` the
         batch carries the append time.
         """
-        records = records if isinstance(records, list) else list(records)
+        if type(records) is not list:
+            records = list(records)
         with self._lock:
-            self._check_open()
+            if self._closed or self._failed is not None:
+                self._check_open()
             if not records:
                 return self._empty_info()
             now = self._time_ms()
-            codec = self._target_codec(compression)
-            log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-            data = encode_batch(
-                records, base_offset=self._next_offset, compression=codec,
-                compression_level=compression_level if compression_level is not None
-                else self._codec_level(codec),
-                timestamp_type=TimestampType.LOG_APPEND_TIME if log_append
-                else TimestampType.CREATE_TIME,
-                timestamp=now if timestamp is None else timestamp,
-                max_timestamp=now if log_append else None,
-                producer_id=producer_id, producer_epoch=producer_epoch,
-                base_sequence=base_sequence, is_transactional=is_transactional,
-                partition_leader_epoch=partition_leader_epoch)
+            plan = self._plan
+            attributes, level = plan.attributes, plan.level
+            if compression is not None:
+                codec = self._target_codec(compression)
+                attributes = (attributes & ~0x07) | int(codec)
+                level = self._codec_level(codec)
+            if compression_level is not None:
+                validate_level(attributes & 0x07, compression_level)
+                level = compression_level
+            if is_transactional:
+                attributes |= _TRANSACTIONAL_BIT
+            log_append = plan.log_append_time
             first = self._next_offset
+            data = encode_v2(records, first, attributes, level,
+                             now if timestamp is None else timestamp,
+                             now if log_append else None, producer_id, producer_epoch,
+                             base_sequence, partition_leader_epoch)
             last = first + _I32.unpack_from(data, _V2_LAST_OFFSET_DELTA)[0]
             max_ts = _I64.unpack_from(data, _V2_MAX_TS)[0]
-            if not log_append:
+            if plan.timestamp_window and not log_append:
                 self._check_timestamps(data, now)
-            self._check_batch_size(len(data), 0)
-            entry = _tuple_new(_Entry, (data, last, max_ts))
-            self._append_entries([entry], first, len(data), now)
+            size = len(data)
+            self._check_batch_size(size, 0)
+            self._append_entries((_tuple_new(_Entry, (data, last, max_ts)),), first, size, now)
             return _tuple_new(LogAppendInfo, (first, last, max_ts, last,
                                               now if log_append else -1,
-                                              self._log_start_offset, len(data), 1))
+                                              self._log_start_offset, size, 1))
 
     def append_batches(self, data, *, assign_offsets: bool = True) -> LogAppendInfo:
         """Append batches encoded elsewhere (a producer's bytes), validated first.
@@ -619,7 +658,7 @@ class Log:
         return _Entry(rebuilt, last, int(scan.max_timestamp[0])), last + 1
 
     def _check_batch_size(self, size: int, position: int) -> None:
-        limit = self.config.max_message_bytes
+        limit = self._config.max_message_bytes
         if size > limit:
             raise RecordTooLargeError(
                 f"The record batch size in the append to {self.dir} is {size} bytes which "
@@ -641,22 +680,23 @@ class Log:
                         f"range. The timestamp should be within [{now - before}, "
                         f"{now + after}]", offset=record.offset, path=self.dir)
 
-    def _target_codec(self, compression):
+    def _target_codec(self, compression, config: LogConfig | None = None):
         if compression is not None:
             return CompressionType.parse(compression)
-        configured = self.config.compression_type
+        configured = (config or self._config).compression_type
         if configured == "producer":
             return CompressionType.NONE
         return CompressionType.parse(configured)
 
-    def _codec_level(self, codec) -> int | None:
+    def _codec_level(self, codec, config: LogConfig | None = None) -> int | None:
+        config = config or self._config
         if codec == CompressionType.GZIP:
-            level = self.config.compression_gzip_level
+            level = config.compression_gzip_level
             return None if level == -1 else level
         if codec == CompressionType.LZ4:
-            return self.config.compression_lz4_level
+            return config.compression_lz4_level
         if codec == CompressionType.ZSTD:
-            return self.config.compression_zstd_level
+            return config.compression_zstd_level
         return None
 
     def _empty_info(self) -> LogAppendInfo:
@@ -665,15 +705,19 @@ class Log:
 
     def _append_entries(self, entries: list[_Entry], first_offset: int, total: int,
                         now: int, roll_offset: int | None = None) -> None:
-        if total > self.config.segment_bytes:
+        config = self._config
+        if total > config.segment_bytes:
             raise RecordTooLargeError(
                 f"Message batch size is {total} bytes in append to partition {self.dir} which "
-                f"exceeds the maximum configured segment size of {self.config.segment_bytes}.",
-                limit=self.config.segment_bytes, path=self.dir)
-        max_ts = max(e.max_timestamp for e in entries)
+                f"exceeds the maximum configured segment size of {config.segment_bytes}.",
+                limit=config.segment_bytes, path=self.dir)
+        max_ts = entries[0].max_timestamp if len(entries) == 1 \
+            else max(e.max_timestamp for e in entries)
         last = entries[-1].last_offset
-        segment = self._maybe_roll(total, first_offset if roll_offset is None else roll_offset,
-                                   max_ts, last, now)
+        segment = self._segments[-1]
+        if segment.needs_roll(total, max_ts, last, now, config.segment_bytes,
+                              config.segment_ms):
+            segment = self._roll(first_offset if roll_offset is None else roll_offset)
         try:
             for e in entries:
                 # each entry is indexed as if appended on its own (one batch per produce)
@@ -683,20 +727,11 @@ class Log:
             # what reached the file before a failure stays; the end offset follows it
             self._next_offset = max(self._next_offset, segment.read_next_offset())
             raise
-        self._recovery_point = min(self._recovery_point, self._next_offset)
-        if (self.unflushed_messages >= self.config.flush_messages
-                or now - self._last_flush_ms >= self.config.flush_ms):
+        if self._recovery_point > self._next_offset:
+            self._recovery_point = self._next_offset
+        if (self._next_offset - self._recovery_point >= config.flush_messages
+                or now - self._last_flush_ms >= config.flush_ms):
             self.flush()
-
-    def _maybe_roll(self, messages_size: int, first_offset: int, max_ts: int, max_offset: int,
-                    now: int) -> LogSegment:
-        segment = self._segments[-1]
-        config = self.config
-        params = _tuple_new(RollParams, (config.segment_ms, config.segment_bytes, max_ts,
-                                         max_offset, messages_size, now))
-        if segment.should_roll(params):
-            segment = self._roll(first_offset)
-        return segment
 
     # -- roll, flush -------------------------------------------------------
 

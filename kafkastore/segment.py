@@ -348,30 +348,30 @@ class LogSegment:
         indexed under ``largest_offset`` and the time index gets the
         segment's max timestamp so far.
         """
-        size = len(records) if type(records) is bytes else memoryview(records).nbytes
-        if size == 0:
-            return
         log = self.log
         position = log.size
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= _INT_MAX:
             self._ensure_offset_in_range(largest_offset)
-        log.append(records)
-        self._note_batch(largest_offset, largest_timestamp, shallow_offset_of_max_timestamp,
-                         position, size)
+        size = log.append(records)
+        if size:
+            if position == 0:
+                self._rolling_based_timestamp = largest_timestamp
+            self._note_batch(largest_offset, largest_timestamp,
+                             shallow_offset_of_max_timestamp, position, size)
 
     def _note_batch(self, last_offset: int, max_timestamp: int, offset_of_max: int,
                     position: int, size: int) -> None:
         known = self._max_ts_and_offset or self._max_ts_and_offset_so_far()
         if max_timestamp > known[0]:
-            self._max_ts_and_offset = (max_timestamp, offset_of_max)
+            self._max_ts_and_offset = known = (max_timestamp, offset_of_max)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            ts, off = self._max_ts_and_offset_so_far()
-            self.time_index.maybe_append(ts, off)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += size
+            if self._index_check_pending:
+                self._check_indexes_once()
+            self._offset_index.get().append(last_offset, position)
+            self._time_index.get().maybe_append(known[0], known[1])
+            self._bytes_since_last_index_entry = size
+        else:
+            self._bytes_since_last_index_entry += size
 
     def _max_ts_and_offset_so_far(self) -> tuple[int, int]:
         if self._max_ts_and_offset is None:
@@ -503,15 +503,22 @@ class LogSegment:
 
     def should_roll(self, params: RollParams) -> bool:
         """Kafka's five roll conditions (size, time with jitter, full indexes, offset range)."""
+        return self.needs_roll(params.messages_size, params.max_timestamp_in_messages,
+                               params.max_offset_in_messages, params.now,
+                               params.max_segment_bytes, params.max_segment_ms)
+
+    def needs_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now: int,
+                   max_segment_bytes: int, max_segment_ms: int) -> bool:
+        """:meth:`should_roll` without the :class:`RollParams` (the append path's form)."""
         size = self.log.size
-        if size > params.max_segment_bytes - params.messages_size:
+        if size > max_segment_bytes - messages_size:
             return True
-        if size > 0 and self.time_waited_for_roll(params.now, params.max_timestamp_in_messages) \
-                > params.max_segment_ms - self.roll_jitter_ms:
+        if size > 0 and self.time_waited_for_roll(now, max_timestamp) \
+                > max_segment_ms - self.roll_jitter_ms:
             return True
         return (self.offset_index.is_full()
                 or self.time_index.is_full()
-                or not self.can_convert_to_relative_offset(params.max_offset_in_messages))
+                or not 0 <= max_offset - self.base_offset <= _INT_MAX)
 
     # -- recovery and truncation -------------------------------------------
 

@@ -354,6 +354,61 @@ def test_append_with_no_timestamp(tmp_path, clock):
     log.close()
 
 
+def _appended_batches(log):
+    return list(log.read(log.log_start_offset, 1 << 20).batches())
+
+
+def test_append_follows_the_configured_codec_and_timestamp_type(tmp_path, clock):
+    """``compression.type`` and ``message.timestamp.type`` shape the batches ``append``
+    writes (Kafka's broker-side recompression and LogAppendTime stamping); the call's
+    ``compression`` overrides the config; producer fields are written as given."""
+    log = open_log(tmp_path, clock, **{"compression.type": "lz4"})
+    log.append([(b"k", b"v", T0 - 5)])
+    log.append([(b"k", b"v", T0 - 5)], compression="none")
+    log.append([(b"k", b"v", T0 - 5)], compression="gzip", compression_level=9)
+    log.append([(b"k", b"v", T0 - 5)], is_transactional=True, producer_id=7,
+               producer_epoch=3, base_sequence=11, partition_leader_epoch=2)
+    batches = _appended_batches(log)
+    assert [b.compression for b in batches] == [3, 0, 1, 3]
+    assert [b.timestamp_type for b in batches] == [TimestampType.CREATE_TIME] * 4
+    assert [b.max_timestamp for b in batches] == [T0 - 5] * 4
+    last = batches[-1]
+    assert (last.is_transactional, last.producer_id, last.producer_epoch, last.base_sequence,
+            last.partition_leader_epoch) == (True, 7, 3, 11, 2)
+    assert not any(b.is_transactional for b in batches[:3])
+    with pytest.raises(ValueError, match="gzip doesn't support given compression level: 10"):
+        log.append([(b"k", b"v")], compression="gzip", compression_level=10)
+    assert log.log_end_offset == 4, "a refused append writes nothing"
+    log.close()
+
+    log = open_log(tmp_path, clock, **{"message.timestamp.type": "LogAppendTime"})
+    info = log.append([(b"k", b"v", T0 - 5)])
+    assert info.log_append_time == clock() and info.max_timestamp == clock()
+    stamped = _appended_batches(log)[-1]
+    assert stamped.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert stamped.max_timestamp == clock() and stamped.compression == 0
+    log.close()
+
+
+def test_a_new_config_applies_from_the_next_append(tmp_path, clock):
+    """``log.config = ...`` (a topic config change, as the LogManager makes it) changes
+    what the next ``append`` writes."""
+    log = open_log(tmp_path, clock)
+    log.append([(b"k", b"v", T0 - 5)])
+    log.config = log.config.replace(**{"compression.type": "zstd",
+                                       "message.timestamp.type": "LogAppendTime"})
+    info = log.append([(b"k", b"v", T0 - 5)])
+    log.config = log.config.replace(**{"compression.type": "producer"})
+    log.append([(b"k", b"v", T0 - 5)])
+    batches = _appended_batches(log)
+    assert [b.compression for b in batches] == [0, 4, 0]
+    assert [b.timestamp_type for b in batches] == [TimestampType.CREATE_TIME,
+                                                   TimestampType.LOG_APPEND_TIME,
+                                                   TimestampType.LOG_APPEND_TIME]
+    assert info.log_append_time == clock()
+    log.close()
+
+
 # == 10.9 UnifiedLogTest: validation ========================================================
 
 

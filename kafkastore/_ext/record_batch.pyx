@@ -16,6 +16,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.tuple cimport PyTuple_GET_SIZE
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
                           uint64_t)
 from cpython.object cimport PyObject, PyTypeObject
@@ -1812,16 +1813,21 @@ cdef int _fill_item(EncItem* item, object rec, int64_t default_ts, list keep) ex
     """Borrow pointers to one record's parts; ``keep`` holds converted objects."""
     cdef Py_ssize_t n
     cdef object key, value, ts = None, headers = None
-    if type(rec) is tuple or type(rec) is list:
-        n = len(rec)
+    cdef tuple t
+    if type(rec) is tuple:
+        # typed: the items are read straight from the tuple (no generic getitem, no len())
+        t = <tuple>rec
+        n = PyTuple_GET_SIZE(t)
         if n < 2 or n > 4:
             raise TypeError("a record tuple is (key, value[, timestamp[, headers]])")
-        key = rec[0]
-        value = rec[1]
+        key = t[0]
+        value = t[1]
         if n > 2:
-            ts = rec[2]
+            ts = t[2]
             if n > 3:
-                headers = rec[3]
+                headers = t[3]
+    elif type(rec) is list:
+        return _fill_item(item, tuple(rec), default_ts, keep)
     elif isinstance(rec, (tuple, list)):
         return _fill_item(item, tuple(rec), default_ts, keep)
     else:
