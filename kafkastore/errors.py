@@ -39,6 +39,8 @@ __all__ = [
     "UnsafePathError",
     "LogDirectoryLockedError",
     "InvalidMetaPropertiesError",
+    "OffsetMapFullError",
+    "LogCleaningAbortedError",
 ]
 
 
@@ -389,3 +391,19 @@ class InvalidMetaPropertiesError(KafkaStoreError, ValueError):
     def __init__(self, message: str, *, key: str | None = None, **kw) -> None:
         super().__init__(message, **kw)
         self.key = key
+
+
+class OffsetMapFullError(KafkaStoreError, ValueError):
+    """A put into a :class:`~kafkastore.cleaner.SkimpyOffsetMap` that has no empty slot left.
+
+    Kafka's ``IllegalArgumentException("Attempted to add a new entry to a full offset
+    map.")``. The cleaner never gets here: it stops filling the map at
+    ``slots * log.cleaner.io.buffer.load.factor`` entries.
+    """
+
+
+class LogCleaningAbortedError(KafkaStoreError):
+    """A cleaning round was stopped before it swapped anything in (Kafka's
+    ``LogCleaningAbortedException``): the log was truncated, deleted or closed, or
+    cleaning of it was aborted. Its ``.cleaned`` files are gone and the cleaner
+    checkpoint is unchanged; a later round starts again."""
