@@ -97,13 +97,14 @@ def pair(reps, a, b):
 
 def pair_parts(reps, a, b):
     """:func:`best_of_parts` of ``a`` and ``b``, alternating one rep each."""
-    ta = tb = pa = pb = float("inf")
+    inf = float("inf")
+    ta = tb = pa = pb = inf
     for _ in range(reps):
         whole, part = best_of_parts(1, a)
-        ta, pa = min(ta, whole), min(pa, part)
+        ta, pa = min(ta, whole), min(pa, inf if part is None else part)
         whole, part = best_of_parts(1, b)
-        tb, pb = min(tb, whole), min(pb, part)
-    return (ta, pa), (tb, pb)
+        tb, pb = min(tb, whole), min(pb, inf if part is None else part)
+    return (ta, None if pa == inf else pa), (tb, None if pb == inf else pb)
 
 
 def rss_bytes() -> int:
