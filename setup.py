@@ -40,6 +40,7 @@ KERNELS = [
     "record_batch",
     "index_search",
     "entry_walk",
+    "offset_map",
 ]
 
 # Set once here; a per-file "# cython:" header may only override, with a comment saying why.

@@ -1,0 +1,68 @@
+# cdef API of the offset_map kernel: the map's C state and the structs of its record
+# walks. The Python API is in offset_map.pyi; kafkastore/_pure/offset_map.py documents
+# the semantics.
+cimport cython
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+
+cdef struct OMap:
+    uint8_t* table             # slots * 24 bytes: digest[16] + offset int64 (host order)
+    int64_t slots
+    int64_t size               # filled slots
+    int64_t latest_offset      # Kafka's lastOffset: last put or update_latest_offset
+    int64_t lookups            # puts + gets
+    int64_t probes             # slots looked at
+    uint8_t key[16]            # the SipHash-2-4 key
+
+
+cdef struct Rec:
+    # one validated record; positions are within the records section
+    Py_ssize_t start           # the length varint
+    Py_ssize_t body            # the attributes byte
+    Py_ssize_t ts_end          # first byte after timestampDelta
+    Py_ssize_t end             # first byte after the record
+    int64_t ts_delta
+    int32_t offset_delta
+    Py_ssize_t key_pos
+    int32_t key_len            # -1: null
+    int32_t value_len          # -1: null
+
+
+cdef struct Err:
+    # what the nogil parser reports; raised as an exception with the GIL held
+    int code
+    Py_ssize_t position        # start of the bad record within the section
+    int64_t a                  # numbers for the message
+    int64_t b
+
+
+cdef struct KeyEntry:
+    # a key hashed ahead of its put or get
+    uint8_t digest[16]
+    int64_t slot               # first probe slot, also the prefetch target
+    int64_t offset
+    Py_ssize_t index           # record number within the section
+    bint tombstone             # null value (retained_mask only)
+
+
+cdef struct Piece:
+    # one kept record of select_records
+    Py_ssize_t start
+    Py_ssize_t body
+    Py_ssize_t ts_end
+    Py_ssize_t end
+    int64_t ts_delta           # the new delta (re-encoded records only)
+    int32_t length             # the new length (re-encoded records only)
+    bint verbatim              # delta unchanged: copy start..end as it is
+
+
+@cython.final
+cdef class SkimpyOffsetMap:
+    cdef OMap _m
+    cdef object _memory
+    cdef bytes _hash_key
+    cdef bint _busy            # a bulk walk runs without the GIL
+
+    cdef void _reset(self) noexcept
+    cdef int _enter(self) except -1
+    cdef int _digest(self, object key, uint8_t* out) except -1
