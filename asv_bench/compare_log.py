@@ -18,10 +18,18 @@ Rows (best of ``--reps`` runs each, the two sides alternating so drift hits both
   ``LogManager`` vs ``os.scandir`` of the same directories (bar: <= 20x), the same open
   followed by a clean close (for information), and a ``cleanup_logs`` retention pass with
   nothing to delete (bar: < 1 ms per partition).
+* cleaner: ``kafkastore.cleaner.clean`` of a compacted log of ``--cleaner-records``
+  records (16-byte keys drawn from a tenth as many distinct keys, 100-byte values, 1,000
+  a batch), uncompressed and lz4, vs the naive aiokafka compactor of
+  ``benchmarks/cleaner.py`` (decode all, keep the latest in a dict, re-encode), each rep
+  on a fresh copy of the log (bar: >= 5x faster; the naive side pauses the cyclic GC);
+  the resident-set growth of a fresh process during the clean (bar: <= the 128 MiB
+  dedupe buffer + 8 MiB); and, for information, the phases of both sides, the naive side
+  with an fsync like the cleaner's, with the GC on, and its memory.
 
 Usage: ``python asv_bench/compare_log.py [--records N] [--reps R] [--skip append,...]
-[--markdown out.md]``; ``--skip`` takes the row names append, append_batches, read,
-recovery, memory and manager.
+[--cleaner-records N] [--markdown out.md]``; ``--skip`` takes the row names append,
+append_batches, read, recovery, memory, manager and cleaner.
 """
 
 from __future__ import annotations
@@ -118,6 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--recovery-mib", type=int, default=1024)
     p.add_argument("--memory-gib", type=float, default=4.0)
+    p.add_argument("--cleaner-records", type=int, default=2_000_000)
     p.add_argument("--skip", default="", help="comma-separated rows to skip")
     p.add_argument("--markdown")
     args = p.parse_args(argv)
@@ -284,6 +293,124 @@ def main(argv=None) -> int:
                     "/ partition", "-", "-", "retention pass < 1 ms per partition", per < 1e-3)
             finally:
                 manager.close()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    if "cleaner" not in skip:
+        from benchmarks.cleaner import (
+            CODECS as CLEANER_CODECS,
+            DEDUPE_BUFFER_SIZE,
+            NAIVE_OUTPUT,
+            build_logs,
+            clean_kafkastore,
+            copy_log,
+            log_files,
+            measure_memory,
+            naive_compact,
+            read_latest,
+        )
+
+        import itertools
+
+        cn = args.cleaner_records
+        ckeys = max(cn // 10, 1)
+        d = tempfile.mkdtemp(prefix="ks-cmp-")
+        try:
+            t0 = time.perf_counter()
+            sources = build_logs(os.path.join(d, "src"), cn, ckeys)
+            print(f"cleaner: built {cn:,}-record logs in {time.perf_counter() - t0:.1f} s",
+                  flush=True)
+            copies = itertools.count()
+
+            def fresh(codec):
+                # untimed: a fresh copy of the source log, fsynced
+                return copy_log(sources[codec], os.path.join(d, f"copy-{next(copies)}"))
+
+            for codec in CLEANER_CODECS:
+                load = os.getloadavg()
+                inf = float("inf")
+                t_ks = t_ks_all = t_nv = t_nv_sync = inf
+                ks_best = nv_best = None
+                checked = False
+                for rep in range(args.reps):
+                    # the two sides alternate rep by rep, as pair() does; the naive side
+                    # with an fsync (information) is a third step of each rep
+                    a = fresh(codec)
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    inner, _, stats = clean_kafkastore(a, codec)
+                    t_ks_all = min(t_ks_all, time.perf_counter() - t0)
+                    if inner < t_ks:
+                        t_ks, ks_best = inner, stats
+                    b = fresh(codec)
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    result = naive_compact(b, os.path.join(b, NAIVE_OUTPUT), codec)
+                    t = time.perf_counter() - t0
+                    if t < t_nv:
+                        t_nv, nv_best = t, result
+                    if not checked:   # untimed: both left the same latest value per key
+                        ours_latest = read_latest(log_files(a))
+                        base_latest = read_latest([os.path.join(b, NAIVE_OUTPUT)])
+                        if ours_latest != base_latest:
+                            raise AssertionError(f"cleaner, {codec}: kafkastore and the naive "
+                                                 "compactor disagree on the latest values")
+                        survivors = len(ours_latest)
+                        del ours_latest, base_latest
+                        checked = True
+                    shutil.rmtree(a, ignore_errors=True)
+                    shutil.rmtree(b, ignore_errors=True)
+                    c = fresh(codec)
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    naive_compact(c, os.path.join(c, NAIVE_OUTPUT), codec, fsync=True)
+                    t_nv_sync = min(t_nv_sync, time.perf_counter() - t0)
+                    shutil.rmtree(c, ignore_errors=True)
+                    if rep == 0:   # information, one run: the naive side with the GC on
+                        c = fresh(codec)
+                        gc.collect()
+                        t0 = time.perf_counter()
+                        naive_compact(c, os.path.join(c, NAIVE_OUTPUT), codec, pause_gc=False)
+                        t_nv_gc = time.perf_counter() - t0
+                        shutil.rmtree(c, ignore_errors=True)
+                what = (f"{codec}, {cn:,} records, {ckeys:,} keys, {survivors:,} kept; "
+                        f"load {load[0]:.2f}")
+                r = t_nv / t_ks
+                row("cleaner", what, f"{t_ks:.3f} s ({cn / t_ks / 1e6:.2f} M rec/s)",
+                    f"{t_nv:.3f} s naive ({cn / t_nv / 1e6:.2f} M rec/s)", f"{r:.2f}x",
+                    ">= 5x", r >= 5)
+                row("cleaner", f"{codec}, Log.open + clean + close vs naive + fsync",
+                    f"{t_ks_all:.3f} s", f"{t_nv_sync:.3f} s naive + fsync",
+                    f"{t_nv_sync / t_ks_all:.2f}x", "-", None)
+                row("cleaner", f"{codec}, naive with the cyclic GC on (one run)",
+                    f"{t_ks:.3f} s", f"{t_nv_gc:.3f} s naive, GC on",
+                    f"{t_nv_gc / t_ks:.2f}x", "-", None)
+                st = ks_best
+                map_s = st.map_complete_time - st.start_time
+                row("cleaner", f"{codec}, phases (best rep; {st.rounds} round(s))",
+                    f"map {map_s:.3f} s + recopy {st.end_time - st.map_complete_time:.3f} s; "
+                    f"read {st.bytes_read / 2**20:.0f} MiB, wrote "
+                    f"{st.bytes_written / 2**20:.1f} MiB",
+                    f"decode+dict {nv_best.decode_s:.3f} s + sort {nv_best.sort_s:.3f} s + "
+                    f"encode+write {nv_best.encode_s:.3f} s; wrote "
+                    f"{nv_best.bytes_written / 2**20:.1f} MiB", "-", "-", None)
+            budget = DEDUPE_BUFFER_SIZE + (8 << 20)
+            for codec in CLEANER_CODECS:
+                c = fresh(codec)
+                m = measure_memory(c, codec, "kafkastore")
+                shutil.rmtree(c, ignore_errors=True)
+                grown = m["grown_kib"] / 1024
+                row("cleaner memory", f"{codec}, peak RSS of a fresh process during the clean"
+                    f" (anon +{m['grown_anon_kib'] / 1024:.1f} MiB, file-backed "
+                    f"+{m['grown_file_kib'] / 1024:.1f} MiB, sampled)",
+                    f"+{grown:.1f} MiB", "-", "-",
+                    f"<= {DEDUPE_BUFFER_SIZE >> 20} MiB dedupe buffer + 8 MiB",
+                    grown * (1 << 20) <= budget)
+                c = fresh(codec)
+                m = measure_memory(c, codec, "naive_aiokafka")
+                shutil.rmtree(c, ignore_errors=True)
+                row("cleaner memory", f"{codec}, the naive compactor (information)", "-",
+                    f"+{m['grown_kib'] / 1024:.1f} MiB", "-", "-", None)
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
