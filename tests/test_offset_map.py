@@ -460,20 +460,22 @@ def test_retained_mask_matches_shouldRetainRecord(impl, seed):
     section, count = _section(b1)
     lookups = m.lookups
     result = m.retained_mask(section, count, 0, latest, retain_deletes)
-    mask, kept, tombstones = [], 0, 0
+    mask, kept, tombstones, keyless = [], 0, 0, 0
     for r in d1:
         if r.offset > latest:
             keep = True
         elif r.key is None:
             keep = False
+            keyless += 1
         else:
             keep = (r.offset >= latest_by_key.get(r.key, -1)
                     and (r.value is not None or retain_deletes))
         mask.append(int(keep))
         kept += keep
-        tombstones += keep and r.key is not None and r.value is None
-    assert result == (bytes(mask), kept, tombstones)
-    assert (result.mask, result.kept, result.tombstones_kept) == (bytes(mask), kept, tombstones)
+        tombstones += keep and r.value is None   # Kafka: any retained record without a value
+    assert result == (bytes(mask), kept, tombstones, keyless)
+    assert (result.mask, result.kept, result.tombstones_kept, result.keyless_dropped) == (
+        bytes(mask), kept, tombstones, keyless)
     assert isinstance(result, impl.offset_map.RetainResult) and isinstance(result, tuple)
     needed = sum(1 for r in d1 if r.offset <= latest and r.key is not None)
     assert m.lookups - lookups == needed
@@ -484,11 +486,14 @@ def test_retained_mask_on_an_empty_map(impl):
     section, count = _section(encode_batch(records, base_offset=10))
     m = impl.offset_map.SkimpyOffsetMap(240, hash_key=KEY)
     # nothing mapped: keyed records are kept (get is -1), keyless ones dropped
-    assert m.retained_mask(section, count, 10, 100, True) == (b"\x01\x00\x01\x01", 3, 1)
-    assert m.retained_mask(section, count, 10, 100, False) == (b"\x01\x00\x00\x01", 2, 0)
-    # everything past the map's latest offset is kept as it is
-    assert m.retained_mask(section, count, 10, 9, False) == (b"\x01\x01\x01\x01", 4, 1)
-    assert m.retained_mask(b"", 0, 0, 0, False) == (b"", 0, 0)
+    assert m.retained_mask(section, count, 10, 100, True) == (b"\x01\x00\x01\x01", 3, 1, 1)
+    assert m.retained_mask(section, count, 10, 100, False) == (b"\x01\x00\x00\x01", 2, 0, 1)
+    # everything past the map's latest offset is kept as it is (no key needed)
+    assert m.retained_mask(section, count, 10, 9, False) == (b"\x01\x01\x01\x01", 4, 1, 0)
+    assert m.retained_mask(b"", 0, 0, 0, False) == (b"", 0, 0, 0)
+    # a keyless record without a value past the map counts as a tombstone, as in Kafka
+    section, count = _section(encode_batch([(None, None)], base_offset=10))
+    assert m.retained_mask(section, count, 10, 9, False) == (b"\x01", 1, 1, 0)
 
 
 # -- select_records ---------------------------------------------------------------------------
@@ -527,18 +532,26 @@ def test_select_records_rebuilds_the_kept_records(impl, case, seed):
         "log-append-time": (first_ts + 123, base_ts + 999_999),
         "far-horizon": (-(1 << 62), -1),    # deltas need 9- and 10-byte varlongs
     }[case]
-    out = impl.offset_map.select_records(section, count, mask, first_ts, new_base, lat)
+    sel = impl.offset_map.select_records(section, count, mask, first_ts, new_base, lat)
+    out = sel.records
     kept = [r for r, k in zip(decoded, mask) if k]
     got = [r for b in iter_batches(_rebuild(batch, out, len(kept), new_base)) for r in b]
     want = [(o, lat if lat >= 0 else ts, k, v, h) for (o, ts, k, v, h) in map(_view, kept)]
     assert [_view(r) for r in got] == want
+    stamps = [w[1] for w in want]
+    assert (sel.first_timestamp, sel.max_timestamp) == (
+        (stamps[0], max(stamps)) if stamps else (-1, -1))
+    # None: the first kept record's timestamp is the base (Kafka's builder without a horizon)
+    rebased = impl.offset_map.select_records(section, count, mask, first_ts, None, lat)
+    assert rebased == impl.offset_map.select_records(
+        section, count, mask, first_ts, stamps[0] if stamps else 0, lat)
     assert len(out) <= len(section) + 10 * len(kept)
     if case == "same-base":
         # verbatim: the kept records' own bytes
         assert len(out) == sum(len(_record_bytes(section, count)[i]) for i in range(count)
                                if mask[i])
         assert impl.offset_map.select_records(section, count, b"\x01" * count, first_ts,
-                                              first_ts, -1) == section
+                                              first_ts, -1).records == section
 
 
 small_keys = st.one_of(st.none(), st.sampled_from([b"", b"a", b"b", b"key-c", b"\x00" * 20]))
@@ -577,7 +590,7 @@ def test_walks_against_the_reference(impl, specs, keys, new_base, lat, latest_cu
     assert result.mask == bytes(mask)
     keep = bytes((mask_bits >> i) & 1 for i in range(count))
     base_ts = struct.unpack_from(">q", batch, 27)[0]
-    out = impl.offset_map.select_records(section, count, keep, base_ts, new_base, lat)
+    out = impl.offset_map.select_records(section, count, keep, base_ts, new_base, lat).records
     kept = [r for r, k in zip(decoded, keep) if k]
     assert len(out) <= len(section) + 10 * len(kept)
     got = [r for b in iter_batches(_rebuild(batch, out, len(kept), new_base)) for r in b]
@@ -607,20 +620,21 @@ def _record_bytes(section: bytes, count: int) -> list[bytes]:
 def test_select_records_edge_cases(impl):
     om = impl.offset_map
     section, count = _section(encode_batch([(b"a", b"1", 5), (b"b", None, 7)]))
-    assert om.select_records(section, count, b"\x00\x00", 5, 5, -1) == b""
-    assert om.select_records(b"", 0, b"", 0, 0, -1) == b""
+    assert om.select_records(section, count, b"\x00\x00", 5, 5, -1) == (b"", -1, -1)
+    assert om.select_records(b"", 0, b"", 0, 0, -1) == (b"", -1, -1)
     with pytest.raises(ValueError):
         om.select_records(section, count, b"\x01", 5, 5, -1)
     with pytest.raises(ValueError):
         om.select_records(section, count, b"\x01\x01\x01", 5, 5, -1)
     # the second record alone, moved to a new base: only its delta and length change
     out = om.select_records(section, count, bytearray(b"\x00\x07"), 5, 0, -1)
-    assert out == rec(offset_delta=1, ts_delta=7, key=b"b", value=None)
+    assert out == (rec(offset_delta=1, ts_delta=7, key=b"b", value=None), 7, 7)
     # a non-canonical (overlong) varint survives a verbatim copy byte for byte
     body = b"\x00" + b"\x80\x00" + varint(0) + len_bytes(b"k") + len_bytes(b"v") + varint(0)
     odd = framed(body)
-    assert om.select_records(odd, 1, b"\x01", 9, 9, -1) == odd
-    assert om.select_records(odd, 1, b"\x01", 9, 8, -1) == rec(ts_delta=1, key=b"k", value=b"v")
+    assert om.select_records(odd, 1, b"\x01", 9, 9, -1).records == odd
+    assert om.select_records(odd, 1, b"\x01", 9, 8, -1).records == rec(ts_delta=1, key=b"k",
+                                                                        value=b"v")
 
 
 # == hostile input ============================================================================

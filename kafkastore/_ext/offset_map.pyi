@@ -3,12 +3,18 @@ from typing import NamedTuple
 
 from typing_extensions import Buffer
 
-__all__ = ["RetainResult", "SkimpyOffsetMap", "select_records"]
+__all__ = ["RetainResult", "Selection", "SkimpyOffsetMap", "select_records"]
 
 class RetainResult(NamedTuple):
     mask: bytes
     kept: int
     tombstones_kept: int
+    keyless_dropped: int
+
+class Selection(NamedTuple):
+    records: bytes
+    first_timestamp: int
+    max_timestamp: int
 
 class SkimpyOffsetMap:
     def __init__(self, memory: int, hash_key: Buffer | None = None) -> None: ...
@@ -46,6 +52,6 @@ class SkimpyOffsetMap:
     ) -> RetainResult: ...
 
 def select_records(
-    records: Buffer, count: int, mask: Buffer, base_timestamp: int, new_base_timestamp: int,
-    log_append_time: int,
-) -> bytes: ...
+    records: Buffer, count: int, mask: Buffer, base_timestamp: int,
+    new_base_timestamp: int | None, log_append_time: int,
+) -> Selection: ...

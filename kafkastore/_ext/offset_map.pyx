@@ -39,7 +39,7 @@ import numpy as np
 
 from kafkastore.errors import CorruptRecordError, OffsetMapFullError, RecordTooLargeError
 
-__all__ = ["RetainResult", "SkimpyOffsetMap", "select_records"]
+__all__ = ["RetainResult", "Selection", "SkimpyOffsetMap", "select_records"]
 
 
 cdef extern from "ks_siphash.h" nogil:
@@ -87,17 +87,19 @@ cdef int64_t INT32_MAX_ = 2147483647
 
 class RetainResult(tuple):
     """What :meth:`SkimpyOffsetMap.retained_mask` decided for one records section:
-    ``(mask, kept, tombstones_kept)``, a named tuple like the pure twin's.
+    ``(mask, kept, tombstones_kept, keyless_dropped)``, a named tuple like the pure
+    twin's.
 
     ``mask`` has one byte per record (1 keep, 0 drop); ``kept`` counts the records
-    kept; ``tombstones_kept`` the kept records with a key and a null value.
+    kept; ``tombstones_kept`` the kept records with a null value (Kafka's
+    containsTombstones); ``keyless_dropped`` the records dropped for having no key.
     """
 
     __slots__ = ()
-    _fields = ("mask", "kept", "tombstones_kept")
+    _fields = ("mask", "kept", "tombstones_kept", "keyless_dropped")
 
-    def __new__(cls, mask, kept, tombstones_kept):
-        return tuple.__new__(cls, (mask, kept, tombstones_kept))
+    def __new__(cls, mask, kept, tombstones_kept, keyless_dropped):
+        return tuple.__new__(cls, (mask, kept, tombstones_kept, keyless_dropped))
 
     def __getnewargs__(self):
         return tuple(self)
@@ -114,8 +116,43 @@ class RetainResult(tuple):
     def tombstones_kept(self):
         return self[2]
 
+    @property
+    def keyless_dropped(self):
+        return self[3]
+
     def __repr__(self):
-        return f"RetainResult(mask={self[0]!r}, kept={self[1]!r}, tombstones_kept={self[2]!r})"
+        return (f"RetainResult(mask={self[0]!r}, kept={self[1]!r}, "
+                f"tombstones_kept={self[2]!r}, keyless_dropped={self[3]!r})")
+
+
+class Selection(tuple):
+    """What :func:`select_records` built: ``(records, first_timestamp, max_timestamp)``,
+    a named tuple like the pure twin's (the timestamps are -1 when nothing was kept)."""
+
+    __slots__ = ()
+    _fields = ("records", "first_timestamp", "max_timestamp")
+
+    def __new__(cls, records, first_timestamp, max_timestamp):
+        return tuple.__new__(cls, (records, first_timestamp, max_timestamp))
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+    @property
+    def records(self):
+        return self[0]
+
+    @property
+    def first_timestamp(self):
+        return self[1]
+
+    @property
+    def max_timestamp(self):
+        return self[2]
+
+    def __repr__(self):
+        return (f"Selection(records=<{len(self[0])} bytes>, first_timestamp={self[1]!r}, "
+                f"max_timestamp={self[2]!r})")
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -491,7 +528,7 @@ cdef int _put_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
 cdef int _retain_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
                       int64_t base_offset, int64_t latest_offset, bint retain_deletes,
                       uint8_t* mask, KeyEntry* entries, Py_ssize_t* kept,
-                      Py_ssize_t* tombstones, Err* e) noexcept nogil:
+                      Py_ssize_t* tombstones, Py_ssize_t* keyless, Err* e) noexcept nogil:
     """retained_mask: validate, decide what needs no lookup and hash the rest, then look up."""
     cdef Rec r
     cdef Py_ssize_t pos = 0, i, j, have = 0
@@ -505,10 +542,11 @@ cdef int _retain_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
             # beyond this round's map: kept without a lookup
             mask[i] = 1
             kept[0] += 1
-            if r.key_len >= 0 and r.value_len < 0:
+            if r.value_len < 0:
                 tombstones[0] += 1
         elif r.key_len < 0:
             mask[i] = 0  # a keyless record cannot be deduplicated: Kafka drops it
+            keyless[0] += 1
         else:
             mask[i] = 0
             _hash_into(m, d + r.key_pos, r.key_len, &entries[have])
@@ -777,7 +815,7 @@ cdef class SkimpyOffsetMap:
         cdef const uint8_t[::1] view = _as_view(records)
         cdef Py_ssize_t n = view.shape[0]
         cdef const uint8_t* d = _ptr(view)
-        cdef Py_ssize_t c, kept = 0, tombstones = 0
+        cdef Py_ssize_t c, kept = 0, tombstones = 0, keyless = 0
         cdef KeyEntry* entries = NULL
         cdef Err err
         cdef int status
@@ -793,27 +831,32 @@ cdef class SkimpyOffsetMap:
         try:
             with nogil:
                 status = _retain_walk(&self._m, d, n, c, base_offset, latest_offset,
-                                      retain_deletes, out, entries, &kept, &tombstones, &err)
+                                      retain_deletes, out, entries, &kept, &tombstones,
+                                      &keyless, &err)
         finally:
             self._busy = False
             PyMem_Free(entries)
         if status < 0:
             _raise_error(&err)
         # tuple.__new__ directly: RetainResult.__new__ is a Python-level call per batch
-        return tuple.__new__(RetainResult, (mask, kept, tombstones))
+        return tuple.__new__(RetainResult, (mask, kept, tombstones, keyless))
 
 
 # -- rewriting ------------------------------------------------------------------------------
 
 
 cdef int _select_plan(const uint8_t* d, Py_ssize_t n, Py_ssize_t count, const uint8_t* keep,
-                      int64_t base_timestamp, int64_t new_base_timestamp,
+                      int64_t base_timestamp, int64_t new_base_timestamp, bint rebase,
                       int64_t log_append_time, Piece* pieces, Py_ssize_t* npieces,
-                      Py_ssize_t* size, Err* e) noexcept nogil:
-    """Validate the section and plan the output: one piece per kept record, and its size."""
+                      Py_ssize_t* size, int64_t* first_ts, int64_t* max_ts,
+                      Err* e) noexcept nogil:
+    """Validate the section and plan the output: one piece per kept record, and its size.
+    With ``rebase`` the first kept record's timestamp is the new base."""
     cdef Rec r
     cdef Py_ssize_t pos = 0, i, k = 0, total = 0
     cdef int64_t ts, delta, length
+    first_ts[0] = -1
+    max_ts[0] = -1
     for i in range(count):
         if _next_record(d, pos, n, &r, e):
             return -1
@@ -821,6 +864,12 @@ cdef int _select_plan(const uint8_t* d, Py_ssize_t n, Py_ssize_t count, const ui
         if not keep[i]:
             continue
         ts = log_append_time if log_append_time >= 0 else _add64(base_timestamp, r.ts_delta)
+        if k == 0:
+            first_ts[0] = ts
+            if rebase:
+                new_base_timestamp = ts
+        if ts > max_ts[0]:
+            max_ts[0] = ts
         delta = <int64_t>(<uint64_t>ts - <uint64_t>new_base_timestamp)  # Java's wrap
         pieces[k].start = r.start
         pieces[k].body = r.body
@@ -870,12 +919,16 @@ cdef void _select_write(const uint8_t* d, const Piece* pieces, Py_ssize_t npiece
             j += 1
 
 
-def select_records(records, count, mask, int64_t base_timestamp, int64_t new_base_timestamp,
+def select_records(records, count, mask, int64_t base_timestamp, new_base_timestamp,
                    int64_t log_append_time):
-    """The records section of the kept records (``mask[i] != 0``), in order.
+    """The records section of the kept records (``mask[i] != 0``), in order, as a
+    :class:`Selection` with the first and the largest kept timestamp.
 
     See ``kafkastore/_pure/offset_map.py``.
     """
+    cdef bint rebase = new_base_timestamp is None
+    cdef int64_t c_new_base = 0 if rebase else new_base_timestamp
+    cdef int64_t first_ts = -1, max_ts = -1
     cdef const uint8_t[::1] view = _as_view(records)
     cdef const uint8_t[::1] keep = _as_view(mask)
     cdef Py_ssize_t n = view.shape[0]
@@ -895,8 +948,9 @@ def select_records(records, count, mask, int64_t base_timestamp, int64_t new_bas
         raise MemoryError()
     try:
         with nogil:
-            status = _select_plan(d, n, c, k, base_timestamp, new_base_timestamp,
-                                  log_append_time, pieces, &npieces, &size, &err)
+            status = _select_plan(d, n, c, k, base_timestamp, c_new_base, rebase,
+                                  log_append_time, pieces, &npieces, &size, &first_ts,
+                                  &max_ts, &err)
         if status < 0:
             _raise_error(&err)
         # sized from the validated records: at most n + 10 bytes per kept record
@@ -906,4 +960,4 @@ def select_records(records, count, mask, int64_t base_timestamp, int64_t new_bas
             _select_write(d, pieces, npieces, out)
     finally:
         PyMem_Free(pieces)
-    return result
+    return tuple.__new__(Selection, (result, first_ts, max_ts))

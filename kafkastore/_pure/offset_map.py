@@ -52,7 +52,7 @@ from typing import NamedTuple
 
 from kafkastore.errors import CorruptRecordError, OffsetMapFullError, RecordTooLargeError
 
-__all__ = ["RetainResult", "SkimpyOffsetMap", "select_records"]
+__all__ = ["RetainResult", "Selection", "SkimpyOffsetMap", "select_records"]
 
 _HASH_SIZE = 16                 # SipHash-2-4-128 digest
 _BYTES_PER_ENTRY = 24           # digest + 8-byte offset
@@ -322,7 +322,16 @@ class RetainResult(NamedTuple):
 
     mask: bytes             # one byte per record: 1 keep, 0 drop
     kept: int               # records kept
-    tombstones_kept: int    # kept records with a key and a null value
+    tombstones_kept: int    # kept records with a null value (Kafka's containsTombstones)
+    keyless_dropped: int    # records dropped for having no key (Kafka's invalid messages)
+
+
+class Selection(NamedTuple):
+    """What :func:`select_records` built."""
+
+    records: bytes          # the new records section
+    first_timestamp: int    # the first kept record's timestamp (-1 if none kept)
+    max_timestamp: int      # the largest kept timestamp (-1 if none kept)
 
 
 # -- the map ------------------------------------------------------------------------------
@@ -599,7 +608,8 @@ class SkimpyOffsetMap:
         the key is not in the map) and it has a value or ``retain_deletes`` (the
         batch's delete horizon has not passed). The gets count as :meth:`get` does.
 
-        Returns a :class:`RetainResult` ``(mask, kept, tombstones_kept)``. Raises
+        Returns a :class:`RetainResult` ``(mask, kept, tombstones_kept,
+        keyless_dropped)``. Raises
         :class:`~kafkastore.errors.CorruptRecordError` for a malformed section.
         """
         base_offset = _int64(base_offset, "base_offset")
@@ -611,16 +621,18 @@ class SkimpyOffsetMap:
         try:
             recs = _parse_section(view, count)
             mask = bytearray(len(recs))
-            kept = tombstones = 0
+            kept = tombstones = keyless = 0
             lookups = []
             for index, rec in enumerate(recs):
                 offset = _wrap64(base_offset + rec.offset_delta)
                 if offset > latest_offset:
                     mask[index] = 1
                     kept += 1
-                    if rec.key_len >= 0 and rec.value_len < 0:
+                    if rec.value_len < 0:
                         tombstones += 1
-                elif rec.key_len >= 0:
+                elif rec.key_len < 0:
+                    keyless += 1
+                else:
                     key = bytes(view[rec.key_pos:rec.key_pos + rec.key_len])
                     lookups.append((index, _siphash128(self._k0, self._k1, key), offset,
                                     rec.value_len < 0))
@@ -629,7 +641,7 @@ class SkimpyOffsetMap:
                     mask[index] = 1
                     kept += 1
                     tombstones += tombstone
-            return RetainResult(bytes(mask), kept, tombstones)
+            return RetainResult(bytes(mask), kept, tombstones, keyless)
         finally:
             self._busy = False
 
@@ -646,11 +658,14 @@ def _uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def select_records(records, count: int, mask, base_timestamp: int, new_base_timestamp: int,
-                   log_append_time: int) -> bytes:
-    """The records section of the kept records (``mask[i] != 0``), in order.
+def select_records(records, count: int, mask, base_timestamp: int,
+                   new_base_timestamp: int | None, log_append_time: int) -> Selection:
+    """The records section of the kept records (``mask[i] != 0``), in order, with the
+    first and the largest of their timestamps (a :class:`Selection`).
 
-    Each kept record gets ``timestampDelta = ts - new_base_timestamp``, where ``ts`` is
+    ``new_base_timestamp`` None means the first kept record's timestamp (what Kafka's
+    batch builder takes as the base when no delete horizon is set). Each kept record
+    gets ``timestampDelta = ts - new_base_timestamp``, where ``ts`` is
     ``log_append_time`` if that is ``>= 0`` (a LogAppendTime batch) and otherwise
     ``base_timestamp + `` the record's own delta; everything else of the record
     (attributes, offsetDelta, key, value, headers) is copied byte for byte and the
@@ -665,7 +680,9 @@ def select_records(records, count: int, mask, base_timestamp: int, new_base_time
     varlong widening to 10 bytes and the length varint by one).
     """
     base_timestamp = _int64(base_timestamp, "base_timestamp")
-    new_base_timestamp = _int64(new_base_timestamp, "new_base_timestamp")
+    rebase = new_base_timestamp is None
+    if not rebase:
+        new_base_timestamp = _int64(new_base_timestamp, "new_base_timestamp")
     log_append_time = _int64(log_append_time, "log_append_time")
     view = _as_view(records)
     keep = _as_view(mask)
@@ -673,6 +690,8 @@ def select_records(records, count: int, mask, base_timestamp: int, new_base_time
         raise ValueError(f"mask has {len(keep)} entries for {count} records")
     recs = _parse_section(view, count)
     out = bytearray()
+    first_ts = max_ts = -1
+    seen = False
     run_start = run_end = -1  # pending verbatim run [run_start, run_end)
     for index, rec in enumerate(recs):
         if not keep[index]:
@@ -681,6 +700,12 @@ def select_records(records, count: int, mask, base_timestamp: int, new_base_time
             ts = log_append_time
         else:
             ts = _wrap64(base_timestamp + rec.ts_delta)
+        if not seen:
+            seen, first_ts = True, ts
+            if rebase:
+                new_base_timestamp = ts
+        if ts > max_ts:
+            max_ts = ts
         delta = _wrap64(ts - new_base_timestamp)
         if delta == rec.ts_delta:
             if run_end != rec.start:
@@ -703,4 +728,4 @@ def select_records(records, count: int, mask, base_timestamp: int, new_base_time
         out += view[rec.ts_end:rec.end]
     if run_start >= 0:
         out += view[run_start:run_end]
-    return bytes(out)
+    return Selection(bytes(out), first_ts, max_ts)
