@@ -36,6 +36,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Union
 
+import crc32c
 import numpy as np
 
 from kafkastore import compression as _compression
@@ -63,6 +64,7 @@ __all__ = [
     "set_column_pool_limit",
     "encode_batch",
     "encode_control_batch",
+    "assemble_batch_v2",
     "parse_control_record",
     "encode_varint",
     "encode_varlong",
@@ -458,6 +460,42 @@ def encode_v2(records, base_offset: int, attributes: int, compression_level: int
         records, base_offset, partition_leader_epoch, attributes, producer_id,
         producer_epoch, base_sequence, timestamp, max_timestamp, last_offset_delta,
         offsets, delete_horizon_ms, compress)
+
+
+#: The v2 batch header after the 12-byte entry prefix's offset: batchLength,
+#: partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+#: maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount.
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_V2_CRC_FROM = 21   # the CRC covers attributes .. the end of the batch
+
+
+def assemble_batch_v2(records_section, count: int, *, base_offset: int, last_offset_delta: int,
+                      attributes: int, base_timestamp: int, max_timestamp: int,
+                      producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                      partition_leader_epoch: int = -1,
+                      compression_level: int | None = None) -> bytes:
+    """One magic 2 batch around records already encoded (an uncompressed records section).
+
+    What the log cleaner writes when it keeps some records of a batch: the section is
+    compressed here with the codec in ``attributes`` (bits 0-2) at ``compression_level``,
+    and the header is written as given, so ``last_offset_delta`` may reach past the
+    last record kept (Kafka's ``overrideLastOffset``) and the producer fields and
+    flags survive. ``count`` 0 with an empty section gives Kafka's empty batch header
+    (``writeEmptyHeader``; give ``base_timestamp`` -1 and an uncompressed codec).
+    """
+    codec = attributes & 0x07
+    body = records_section if not codec or count == 0 else _compression.compress(
+        codec, records_section, compression_level, magic=2)
+    if count == 0:
+        attributes &= ~0x07   # an empty batch is never compressed
+    size = RECORD_BATCH_OVERHEAD + len(body)
+    out = bytearray(size)
+    _V2_HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
+                         attributes, last_offset_delta, base_timestamp, max_timestamp,
+                         producer_id, producer_epoch, base_sequence, count)
+    out[RECORD_BATCH_OVERHEAD:] = body
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[_V2_CRC_FROM:]))
+    return bytes(out)
 
 
 def encode_control_batch(

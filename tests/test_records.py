@@ -1133,3 +1133,25 @@ def test_varlong_extremes():
         enc = bytes(R.encode_varlong(value))
         assert len(enc) == 10 == R.size_of_varlong(value)
         assert R.decode_varlong(enc, 0) == (value, 10)
+
+
+def test_assemble_batch_v2_wraps_an_encoded_records_section():
+    """assemble_batch_v2 around the records section of encode_batch gives the same bytes;
+    with another codec it compresses; count 0 gives Kafka's 61-byte empty header."""
+    batch = R.encode_batch([(b"k", b"v", 5), (b"k2", None, 7)], base_offset=10, timestamp=5,
+                         producer_id=3, producer_epoch=2, base_sequence=4,
+                         partition_leader_epoch=6)
+    fields = dict(base_offset=10, last_offset_delta=1, base_timestamp=5, max_timestamp=7,
+                  producer_id=3, producer_epoch=2, base_sequence=4, partition_leader_epoch=6)
+    assert R.assemble_batch_v2(batch[61:], 2, attributes=0, **fields) == batch
+    fields["last_offset_delta"] = 9   # the cleaner keeps the original last offset
+    for codec in (1, 2, 3, 4):
+        (b,) = R.iter_batches(R.assemble_batch_v2(batch[61:], 2, attributes=codec | 0x10, **fields))
+        assert b.is_valid() and b.compression == codec and b.is_transactional
+        assert (b.last_offset, b.producer_id, b.base_sequence) == (19, 3, 4)
+        assert [(r.offset, r.key, r.value, r.timestamp) for r in b] == [
+            (10, b"k", b"v", 5), (11, b"k2", None, 7)]
+    empty = R.assemble_batch_v2(b"", 0, attributes=0x33, **{**fields, "base_timestamp": -1})
+    (b,) = R.iter_batches(empty)
+    assert len(empty) == 61 and b.is_valid() and b.record_count == 0 and list(b) == []
+    assert (b.compression, b.is_control, b.last_offset, b.max_timestamp) == (0, True, 19, 7)
