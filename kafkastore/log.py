@@ -190,6 +190,7 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
         self._failed: BaseException | None = None
+        self._truncated_to: int | None = None
 
     # -- opening -----------------------------------------------------------
 
@@ -440,6 +441,19 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def truncated_to(self) -> int | None:
+        """The lowest offset this log was truncated to since it was opened (by
+        :meth:`truncate_to` or :meth:`truncate_fully_and_start_at`), or None.
+
+        What a cleaner checkpoint above it describes is gone: the log cleaner lowers its
+        checkpoint to this offset (Kafka's ``maybeTruncateCheckpoint``)."""
+        return self._truncated_to
+
+    def _note_truncation(self, offset: int) -> None:
+        if self._truncated_to is None or offset < self._truncated_to:
+            self._truncated_to = offset
 
     @property
     def lock(self) -> threading.RLock:
@@ -942,6 +956,7 @@ class Log:
             self._check_open()
             if target_offset >= self._next_offset:
                 return False
+            self._note_truncation(target_offset)
             if target_offset < self._segments[0].base_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
@@ -975,6 +990,7 @@ class Log:
             self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        self._note_truncation(min(new_offset, self._next_offset))
         old = list(self._segments)
         last = old.pop()
         # Kafka's order (LocalLog.truncateFullyAndStartAt): every segment but the last
@@ -1044,6 +1060,61 @@ class Log:
             self._set_segments(keep)
             self._schedule_delete(drop)
             return len(drop)
+
+    def replace_segments(self, new_segments: Iterable[LogSegment],
+                         old_segments: Iterable[LogSegment]) -> list[LogSegment]:
+        """Swap ``new_segments`` in for ``old_segments`` (the log cleaner's last step).
+
+        Kafka's ``LocalLog.replaceSegments`` (kafka-storage.md 7.8). The new segments
+        are complete, flushed, and named with the ``.cleaned`` suffix; the old ones
+        are segments of this log (any that already left it are skipped). In order:
+
+        1. every new segment is renamed ``.cleaned`` -> ``.swap``, highest base offset
+           first;
+        2. the segment list changes in one step: the old segments leave it and the new
+           ones enter (a lock-free reader sees the old list or the new one; one holding
+           an old segment keeps reading it until its delayed deletion);
+        3. every old segment is renamed ``.deleted`` (deleted ``file.delete.delay.ms``
+           later);
+        4. every new segment loses its ``.swap`` suffix, then the directory is fsynced.
+
+        A crash between any two renames leaves files that :meth:`open` completes or
+        rolls back (``.cleaned`` files are deleted; a complete set of ``.swap`` files
+        replaces what it overlaps), so a reopened log holds either the old segments or
+        the new ones, never a mix. Returns the old segments that were removed and not
+        replaced by a new segment of the same base offset.
+        """
+        with self._lock:
+            self._check_open()
+            new = sorted(new_segments, key=lambda seg: seg.base_offset)
+            if not new:
+                raise ValueError("replace_segments needs at least one new segment")
+            current = self._segments
+            present = {id(seg) for seg in current}
+            old = sorted((seg for seg in old_segments if id(seg) in present),
+                         key=lambda seg: seg.base_offset)
+            if any(seg is current[-1] for seg in old):
+                raise ValueError(f"The active segment of {self.dir} cannot be replaced")
+            started = False
+            try:
+                for seg in reversed(new):
+                    seg.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+                    started = True
+                gone = {id(seg) for seg in old}
+                self._set_segments([seg for seg in current if id(seg) not in gone] + new)
+                new_bases = {seg.base_offset for seg in new}
+                self._schedule_delete(old)
+                for seg in new:
+                    seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+                _fileio.fs.fsync_dir(self.dir)
+            except BaseException as exc:
+                if started:
+                    # Half renamed: what the files say is what the next open() makes of
+                    # them (it completes or rolls back the swap); until then this log
+                    # takes no writes, as after a failed fsync.
+                    self._failed = exc
+                raise
+            return [seg for seg in old if seg.base_offset not in new_bases]
 
     def _schedule_delete(self, segments: Iterable[LogSegment]) -> None:
         due = self._time_ms() + self.config.file_delete_delay_ms
