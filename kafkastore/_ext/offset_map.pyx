@@ -767,8 +767,12 @@ cdef class SkimpyOffsetMap:
     def clear(self):
         """Zero the whole table and reset size, counters and latest offset (-1)."""
         self._enter()
-        with nogil:
-            memset(self._m.table, 0, <size_t>self._m.slots * BYTES_PER_ENTRY)
+        if self._m.size:
+            # only a put writes the table, and every put into an empty table inserts: a
+            # table of size 0 is all zeros already. Skipping the memset keeps a fresh
+            # map's pages untouched (128 MiB of them by default: ~70 ms and 128 MiB RSS).
+            with nogil:
+                memset(self._m.table, 0, <size_t>self._m.slots * BYTES_PER_ENTRY)
         self._reset()
 
     # -- records sections

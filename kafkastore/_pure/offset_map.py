@@ -546,11 +546,12 @@ class SkimpyOffsetMap:
     def clear(self) -> None:
         """Zero the whole table and reset size, counters and latest offset (-1)."""
         self._enter()
-        view = memoryview(self._table)
-        zeros = bytes(min(len(view), 1 << 20))
-        for start in range(0, len(view), len(zeros)):
-            chunk = view[start:start + len(zeros)]
-            chunk[:] = zeros[:len(chunk)]
+        if self.size:   # a table of size 0 is all zeros already (only puts write it)
+            view = memoryview(self._table)
+            zeros = bytes(min(len(view), 1 << 20))
+            for start in range(0, len(view), len(zeros)):
+                chunk = view[start:start + len(zeros)]
+                chunk[:] = zeros[:len(chunk)]
         self._reset_counters()
 
     # -- records sections
