@@ -57,6 +57,7 @@ from kafkastore.checkpoint import (
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
+from kafkastore.cleaner import CleanerConfig, CleanerStats, LogCleaner
 from kafkastore.config import ConfigError, LogConfig
 from kafkastore.errors import CorruptCheckpointError, InvalidPartitionDirError, KafkaStoreError
 from kafkastore.log import Log
@@ -233,6 +234,12 @@ class LogManager:
         topic-level names, applied over ``config``.
     manager_config
         :class:`ManagerConfig` or a dict of its Kafka broker settings.
+    cleaner_config
+        :class:`~kafkastore.cleaner.CleanerConfig` or a dict of the broker's
+        ``log.cleaner.*`` settings. With ``log.cleaner.enable`` (the default) the
+        scheduler runs a cleaning round every ``log.cleaner.backoff.ms`` on the dirtiest
+        compacted log, then retention of the compacted logs; :meth:`clean` cleans one
+        log on demand either way.
     meta
         A :class:`~kafkastore.log_dir.MetaProperties` to write to directories that have
         none, and to check against those that have one. Without it an existing
@@ -257,6 +264,7 @@ class LogManager:
                  config: LogConfig | Mapping[str, object] | None = None, *,
                  topic_configs: Mapping[str, Mapping[str, object]] | None = None,
                  manager_config: ManagerConfig | Mapping[str, object] | None = None,
+                 cleaner_config: CleanerConfig | Mapping[str, object] | None = None,
                  meta: MetaProperties | None = None,
                  time_ms: Callable[[], int] | None = None,
                  background: bool = True) -> None:
@@ -277,6 +285,10 @@ class LogManager:
         self.manager_config = manager_config if isinstance(manager_config, ManagerConfig) \
             else ManagerConfig(manager_config)
         self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
+        cleaner_config = cleaner_config if isinstance(cleaner_config, CleanerConfig) \
+            else CleanerConfig(cleaner_config)
+        #: The log cleaner (Kafka's LogCleaner); scheduled only with log.cleaner.enable.
+        self.cleaner = LogCleaner(cleaner_config, self._logs_by_dir, time_ms=self._time_ms)
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, _LogDir] = {}
@@ -435,6 +447,38 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
+    def _logs_by_dir(self) -> dict[str, dict[TopicPartition, Log]]:
+        with self._lock:
+            return {d.path: self._dir_logs(d) for d in self._dirs}
+
+    def clean(self, topic: str, partition: int) -> CleanerStats | None:
+        """Run one cleaning round on a compacted log now, whatever its dirty ratio, and
+        move its ``cleaner-offset-checkpoint`` entry. None when there was nothing to
+        clean, the log is not compacted or being cleaned, or the round failed (the
+        reason is then in ``self.cleaner.uncleanable``)."""
+        self._check_open()
+        return self.cleaner.clean_log(TopicPartition(topic, partition))
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
+        """``Log.truncate_to`` that also lowers the partition's cleaner checkpoint (Kafka's
+        ``LogManager.truncateTo`` with ``maybeTruncateCheckpoint``)."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            self._check_open()
+            log = self._logs.get(tp)
+            if log is None:
+                raise KafkaStoreError(f"No log for {tp}")
+            log_dir = self._log_dir_of[tp]
+        self.cleaner.abort_cleaning(tp)
+        try:
+            with log.lock:
+                truncated = log.truncate_to(offset)
+            if truncated:
+                self.cleaner.maybe_truncate_checkpoint(log_dir.path, tp, offset)
+            return truncated
+        finally:
+            self.cleaner.resume_cleaning(tp)
+
     def delete(self, topic: str, partition: int) -> bool:
         """Delete a log: its directory is renamed ``<topic>-<partition>.<id>-delete`` at
         once and removed ``file.delete.delay.ms`` later. Returns False if there was none.
@@ -445,9 +489,11 @@ class LogManager:
         tp = TopicPartition(topic, partition)
         with self._lock:
             self._check_open()
-            log = self._logs.pop(tp, None)
+            log = self._logs.get(tp)
             if log is None:
                 return False
+            self.cleaner.forget(tp)   # stops a round of it at its next check
+            del self._logs[tp]
             log_dir = self._log_dir_of.pop(tp)
             target = os.path.join(log_dir.path, log_delete_dir_name(tp, uuid.uuid4().hex))
             with log.lock:
@@ -456,6 +502,7 @@ class LogManager:
             due = self._time_ms() + log.config.file_delete_delay_ms
             self._doomed_dirs.append((due, target, log))
             self._write_checkpoints_for(log_dir)
+            self.cleaner.update_checkpoint(log_dir.path, tp, None)
             return True
 
     def set_topic_config(self, topic: str, overrides: Mapping[str, object] | None) -> None:
@@ -502,6 +549,9 @@ class LogManager:
                    mc.log_start_offset_checkpoint_interval_ms,
                    lambda now: self.checkpoint_log_start_offsets())
         s.schedule("kafka-delete-logs", _DELETE_POLL_MS, self.delete_due_files)
+        if self.cleaner.config.enable_cleaner:
+            s.schedule("kafka-log-cleaner-thread-0", self.cleaner.config.backoff_ms,
+                       self.cleaner.run)
 
     def run_scheduled_tasks(self, now_ms: int | None = None) -> list[str]:
         """Run the background tasks that are due (on the manager's clock by default);
@@ -510,10 +560,15 @@ class LogManager:
         return self._scheduler.run_due(now_ms)
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
-        """One retention pass over every log (Kafka's ``cleanupLogs``); segments removed."""
+        """One retention pass over every log without ``compact`` in its cleanup policy
+        (Kafka's ``cleanupLogs``); segments removed. Compacted logs (``compact`` and
+        ``compact,delete``) get theirs from the cleaner after each of its rounds, as in
+        Kafka, so none when the cleaner is disabled."""
         now = self._time_ms() if now_ms is None else now_ms
         removed = 0
         for tp, log in self.logs().items():
+            if log.config.compact:
+                continue
             try:
                 removed += delete_old_segments(log, now)
             except KafkaStoreError as exc:
@@ -580,6 +635,8 @@ class LogManager:
             if self._closed:
                 return
             self._closed = True
+            for tp in self._logs:
+                self.cleaner.abort_cleaning(tp)   # a running round stops at its next check
         self._scheduler.stop()
         errors: list[BaseException] = []
         try:
