@@ -1156,41 +1156,62 @@ class LogCleaner:
                 yield log_dir, tp, log, checkpoints.get(tp)
 
     def _to_clean(self, log_dir: str, tp: TopicPartition, log: Log, checkpoint: int | None,
-                  now: int) -> tuple[LogToClean, _ProducerState]:
+                  now: int, *, exact: bool = True) -> tuple[LogToClean, _ProducerState | None]:
+        """The sections of ``log``. With ``exact`` False the walk of its batch headers
+        (which finds an undecided transaction) is skipped: an estimate, good for ranking
+        logs, that can only overstate what is cleanable."""
         truncated = log.truncated_to
         if checkpoint is not None and truncated is not None and checkpoint > truncated:
             checkpoint = truncated
             self.update_checkpoint(log_dir, tp, truncated)
-        producers = _scan_producers(log, now, self.config.producer_id_expiration_ms)
-        first, uncleanable, reset = cleanable_offsets(log, checkpoint, now,
-                                                      producers.first_unstable_offset)
+        producers = _scan_producers(log, now, self.config.producer_id_expiration_ms) \
+            if exact else None
+        first, uncleanable, reset = cleanable_offsets(
+            log, checkpoint, now, producers.first_unstable_offset if producers else None)
         if reset:
             self.update_checkpoint(log_dir, tp, first)
         delay = max_compaction_delay(log, first, now)
         return LogToClean(tp, log, first, uncleanable, needs_compaction_now=delay > 0), producers
 
+    @staticmethod
+    def _ready(to_clean: LogToClean) -> bool:
+        if to_clean.total_bytes <= 0 or to_clean.cleanable_bytes <= 0:
+            return False
+        return (to_clean.needs_compaction_now
+                or to_clean.cleanable_ratio > to_clean.log.config.min_cleanable_dirty_ratio)
+
     def grab_filthiest_compacted_log(self, now_ms: int | None = None
                                      ) -> tuple[str, LogToClean] | None:
         """Kafka's ``grabFilthiestCompactedLog``: the log to clean next, marked in
         progress (release it with :meth:`done_cleaning`), or None."""
-        now = self._time_ms() if now_ms is None else now_ms
+        chosen = self._grab(self._time_ms() if now_ms is None else now_ms)
+        return None if chosen is None else chosen[:2]
+
+    def _grab(self, now: int) -> tuple[str, LogToClean, _ProducerState] | None:
+        # Logs are ranked on an estimate that skips the walk of their batch headers (a
+        # read of every header of the log); only the one about to be cleaned is walked,
+        # and if an undecided transaction then leaves it not worth cleaning, the next.
         with self._lock:
-            best = None
+            ranked = []
             for log_dir, tp, log, checkpoint in self._candidates(now):
                 try:
-                    to_clean, _ = self._to_clean(log_dir, tp, log, checkpoint, now)
+                    estimate, _ = self._to_clean(log_dir, tp, log, checkpoint, now, exact=False)
                 except KafkaStoreError as exc:
                     self._mark_uncleanable(tp, exc)
                     continue
-                if to_clean.total_bytes <= 0 or to_clean.cleanable_bytes <= 0:
+                if self._ready(estimate):
+                    ranked.append((estimate.cleanable_ratio, log_dir, tp, log, checkpoint))
+            ranked.sort(key=lambda item: item[0], reverse=True)
+            for _, log_dir, tp, log, checkpoint in ranked:
+                try:
+                    to_clean, producers = self._to_clean(log_dir, tp, log, checkpoint, now)
+                except KafkaStoreError as exc:
+                    self._mark_uncleanable(tp, exc)
                     continue
-                ready = ((to_clean.needs_compaction_now and to_clean.cleanable_bytes > 0)
-                         or to_clean.cleanable_ratio > log.config.min_cleanable_dirty_ratio)
-                if ready and (best is None or to_clean.cleanable_ratio > best[1].cleanable_ratio):
-                    best = (log_dir, to_clean)
-            if best is not None:
-                self._in_progress.add(best[1].tp)
-            return best
+                if self._ready(to_clean):
+                    self._in_progress.add(tp)
+                    return log_dir, to_clean, producers
+            return None
 
     def done_cleaning(self, tp: TopicPartition) -> None:
         with self._lock:
@@ -1202,12 +1223,13 @@ class LogCleaner:
         with self._lock:
             self.uncleanable[tp] = reason
 
-    def _run_round(self, log_dir: str, to_clean: LogToClean, now: int) -> CleanerStats | None:
+    def _run_round(self, log_dir: str, to_clean: LogToClean, now: int,
+                   producers: _ProducerState | None) -> CleanerStats | None:
         tp = to_clean.tp
         assert tp is not None
         try:
             with self._round_lock:
-                end, stats = self._get_cleaner().clean(to_clean, now)
+                end, stats = self._get_cleaner().clean(to_clean, now, producers=producers)
             self.update_checkpoint(log_dir, tp, end)
             self.last_stats = stats
             return stats
@@ -1223,10 +1245,10 @@ class LogCleaner:
     def clean_filthiest_log(self, now_ms: int | None = None) -> CleanerStats | None:
         """One round on the dirtiest log that is due; its stats, or None."""
         now = self._time_ms() if now_ms is None else now_ms
-        chosen = self.grab_filthiest_compacted_log(now)
+        chosen = self._grab(now)
         if chosen is None:
             return None
-        return self._run_round(chosen[0], chosen[1], now)
+        return self._run_round(*chosen[:2], now, chosen[2])
 
     def clean_log(self, tp: TopicPartition, now_ms: int | None = None) -> CleanerStats | None:
         """Clean ``tp`` now, whatever its dirty ratio (one round; None if it is not a
@@ -1236,7 +1258,7 @@ class LogCleaner:
             for log_dir, cand_tp, log, checkpoint in self._candidates(now):
                 if cand_tp == tp:
                     try:
-                        to_clean, _ = self._to_clean(log_dir, tp, log, checkpoint, now)
+                        to_clean, producers = self._to_clean(log_dir, tp, log, checkpoint, now)
                     except KafkaStoreError as exc:
                         self._mark_uncleanable(tp, exc)
                         return None
@@ -1246,7 +1268,7 @@ class LogCleaner:
                     break
             else:
                 return None
-        return self._run_round(log_dir, to_clean, now)
+        return self._run_round(log_dir, to_clean, now, producers)
 
     def deletable_logs(self) -> list[tuple[TopicPartition, Log]]:
         """Kafka's ``deletableLogs``: compacted logs not being cleaned and not uncleanable,

@@ -638,6 +638,25 @@ def test_manager_cleans_the_dirtiest_log_and_checkpoints_it(tmp_path, clock):
     m.close()
 
 
+def test_a_log_held_back_by_an_undecided_transaction_yields_to_the_next(tmp_path, clock):
+    """Ranking skips the header walk; the chosen log is walked, and a log whose dirty part
+    is all behind an undecided transaction (not cleanable) gives way to the next one."""
+    m = manager(tmp_path, clock)
+    held, ready = m.get_or_create("held", 0), m.get_or_create("ready", 0)
+    w = Writer(held, clock)
+    w.data([(b"t", b"1")], producer_id=9, txn=True)   # never committed
+    for i in range(30):
+        w.data([(b"k%d" % (i % 2), b"v%d" % i)])
+    held.roll()
+    _fill(ready, clock, 20, 2)
+    chosen = m.cleaner.grab_filthiest_compacted_log()
+    assert chosen is not None and chosen[1].tp == TopicPartition("ready", 0)
+    m.cleaner.done_cleaning(chosen[1].tp)
+    assert m.clean("held", 0) is None          # nothing below the transaction
+    assert len(records_of(held)) == 31
+    m.close()
+
+
 def test_the_cleaner_task_follows_log_cleaner_enable(tmp_path, clock):
     m = manager(tmp_path, clock)
     assert "kafka-log-cleaner-thread-0" in m.run_scheduled_tasks(clock() + 1000)
