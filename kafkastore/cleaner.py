@@ -40,8 +40,10 @@ producer is active: within ``producer.id.expiration.ms`` of its last write).
 :class:`LogCleaner` is Kafka's ``LogCleaner`` and ``LogCleanerManager`` for the logs of a
 :class:`~kafkastore.manager.LogManager`: it picks the dirtiest log, keeps the
 ``cleaner-offset-checkpoint`` file of each log directory, throttles I/O, marks a log it
-cannot clean as uncleanable (with the reason) instead of failing, and runs retention on
-compacted logs. It owns no thread: the manager's scheduler calls :meth:`LogCleaner.run`.
+cannot clean as uncleanable (with the reason) instead of failing, and names the compacted
+logs whose retention runs after its rounds (:meth:`LogCleaner.deletable_logs`; the
+retention layer is a sibling, so the manager applies it). It owns no thread: the
+manager's scheduler calls :meth:`LogCleaner.clean_filthiest_log`.
 :func:`clean` cleans one log now, on its own.
 
 Thread-safety: a :class:`Cleaner` and its offset map serve one cleaning at a time. A
@@ -86,7 +88,6 @@ from kafkastore.records import (
     parse_control_record,
     scan_batches,
 )
-from kafkastore.retention import delete_old_segments
 from kafkastore.segment import CLEANED_FILE_SUFFIX, LogSegment
 from kafkastore.topic import TopicPartition
 
@@ -1043,14 +1044,16 @@ class LogCleaner:
     ``logs()`` returns ``{log directory: {TopicPartition: Log}}`` (what the
     :class:`~kafkastore.manager.LogManager` holds). Each log directory keeps a
     ``cleaner-offset-checkpoint`` with the first dirty offset of its compacted
-    partitions. :meth:`run` is the scheduled task: one round on the dirtiest log whose
-    dirty ratio passes ``min.cleanable.dirty.ratio`` (or that is past
-    ``max.compaction.lag.ms``), then a retention pass over the compacted logs.
+    partitions. :meth:`clean_filthiest_log` is the scheduled task: one round on the
+    dirtiest log whose dirty ratio passes ``min.cleanable.dirty.ratio`` (or that is past
+    ``max.compaction.lag.ms``); the manager then runs retention over
+    :meth:`deletable_logs`.
 
     A log that fails to clean (a corrupt segment, say) is marked uncleanable with the
     reason (:attr:`uncleanable`) and skipped from then on; the others go on.
 
-    Thread-safety: :meth:`run`, :meth:`clean_log` and the checkpoint methods may be
+    Thread-safety: :meth:`clean_filthiest_log`, :meth:`clean_log` and the checkpoint
+    methods may be
     called from any thread; rounds run one at a time; :meth:`abort_cleaning` stops a
     running round of that partition from another thread.
     """
@@ -1278,22 +1281,3 @@ class LogCleaner:
                     if log.config.compact and tp not in self._in_progress
                     and tp not in self.uncleanable and not log.closed]
 
-    def run(self, now_ms: int | None = None) -> CleanerStats | None:
-        """The cleaner thread's loop body: one round, then retention of compacted logs."""
-        now = self._time_ms() if now_ms is None else now_ms
-        stats = self.clean_filthiest_log(now)
-        self.run_retention(now)
-        return stats
-
-    def run_retention(self, now_ms: int | None = None) -> int:
-        """One retention pass over the :meth:`deletable_logs` (``compact,delete`` logs get
-        every pass, ``compact`` ones the log start offset pass); segments removed."""
-        now = self._time_ms() if now_ms is None else now_ms
-        removed = 0
-        for tp, log in self.deletable_logs():
-            try:
-                removed += delete_old_segments(log, now)
-            except KafkaStoreError as exc:
-                if not log.closed:
-                    _log.error("Retention of compacted log %s failed: %s", tp, exc)
-        return removed

@@ -551,7 +551,7 @@ class LogManager:
         s.schedule("kafka-delete-logs", _DELETE_POLL_MS, self.delete_due_files)
         if self.cleaner.config.enable_cleaner:
             s.schedule("kafka-log-cleaner-thread-0", self.cleaner.config.backoff_ms,
-                       self.cleaner.run)
+                       self._cleaner_task)
 
     def run_scheduled_tasks(self, now_ms: int | None = None) -> list[str]:
         """Run the background tasks that are due (on the manager's clock by default);
@@ -574,6 +574,26 @@ class LogManager:
             except KafkaStoreError as exc:
                 if not log.closed:
                     _log.error("kafkastore: retention of %s failed: %s", tp, exc)
+        return removed
+
+    def _cleaner_task(self, now: int) -> None:
+        # Kafka's cleaner thread: one round on the dirtiest log, then retention of the
+        # compacted logs
+        self.cleaner.clean_filthiest_log(now)
+        self.cleanup_compacted_logs(now)
+
+    def cleanup_compacted_logs(self, now_ms: int | None = None) -> int:
+        """One retention pass over the compacted logs the cleaner is not working on
+        (``compact,delete`` ones get every pass, ``compact`` ones the log start offset
+        pass); segments removed. The cleaner's scheduled task runs it after each round."""
+        now = self._time_ms() if now_ms is None else now_ms
+        removed = 0
+        for tp, log in self.cleaner.deletable_logs():
+            try:
+                removed += delete_old_segments(log, now)
+            except KafkaStoreError as exc:
+                if not log.closed:
+                    _log.error("kafkastore: retention of compacted log %s failed: %s", tp, exc)
         return removed
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
