@@ -85,7 +85,28 @@ cdef int64_t INT32_MAX_ = 2147483647
 # -- results ------------------------------------------------------------------------------
 
 
-class RetainResult(tuple):
+def _result_type(name, fields, doc):
+    """A named-tuple class (``_fields``, a property per field, pickling by name): what
+    ``typing.NamedTuple`` makes in the pure twin, without importing it into a kernel."""
+
+    def __new__(cls, *values):
+        if len(values) != len(fields):
+            raise TypeError(f"{name} takes {len(fields)} values, not {len(values)}")
+        return tuple.__new__(cls, values)
+
+    def __repr__(self):
+        return f"{name}({', '.join(f'{f}={v!r}' for f, v in zip(fields, self))})"
+
+    namespace = {"__slots__": (), "_fields": fields, "__doc__": doc, "__new__": __new__,
+                 "__getnewargs__": lambda self: tuple(self), "__repr__": __repr__,
+                 "__module__": __name__}
+    for i, field in enumerate(fields):
+        namespace[field] = property(lambda self, i=i: tuple.__getitem__(self, i))
+    return type(name, (tuple,), namespace)
+
+
+RetainResult = _result_type(
+    "RetainResult", ("mask", "kept", "tombstones_kept", "keyless_dropped"),
     """What :meth:`SkimpyOffsetMap.retained_mask` decided for one records section:
     ``(mask, kept, tombstones_kept, keyless_dropped)``, a named tuple like the pure
     twin's.
@@ -93,66 +114,12 @@ class RetainResult(tuple):
     ``mask`` has one byte per record (1 keep, 0 drop); ``kept`` counts the records
     kept; ``tombstones_kept`` the kept records with a null value (Kafka's
     containsTombstones); ``keyless_dropped`` the records dropped for having no key.
-    """
+    """)
 
-    __slots__ = ()
-    _fields = ("mask", "kept", "tombstones_kept", "keyless_dropped")
-
-    def __new__(cls, mask, kept, tombstones_kept, keyless_dropped):
-        return tuple.__new__(cls, (mask, kept, tombstones_kept, keyless_dropped))
-
-    def __getnewargs__(self):
-        return tuple(self)
-
-    @property
-    def mask(self):
-        return self[0]
-
-    @property
-    def kept(self):
-        return self[1]
-
-    @property
-    def tombstones_kept(self):
-        return self[2]
-
-    @property
-    def keyless_dropped(self):
-        return self[3]
-
-    def __repr__(self):
-        return (f"RetainResult(mask={self[0]!r}, kept={self[1]!r}, "
-                f"tombstones_kept={self[2]!r}, keyless_dropped={self[3]!r})")
-
-
-class Selection(tuple):
+Selection = _result_type(
+    "Selection", ("records", "first_timestamp", "max_timestamp"),
     """What :func:`select_records` built: ``(records, first_timestamp, max_timestamp)``,
-    a named tuple like the pure twin's (the timestamps are -1 when nothing was kept)."""
-
-    __slots__ = ()
-    _fields = ("records", "first_timestamp", "max_timestamp")
-
-    def __new__(cls, records, first_timestamp, max_timestamp):
-        return tuple.__new__(cls, (records, first_timestamp, max_timestamp))
-
-    def __getnewargs__(self):
-        return tuple(self)
-
-    @property
-    def records(self):
-        return self[0]
-
-    @property
-    def first_timestamp(self):
-        return self[1]
-
-    @property
-    def max_timestamp(self):
-        return self[2]
-
-    def __repr__(self):
-        return (f"Selection(records=<{len(self[0])} bytes>, first_timestamp={self[1]!r}, "
-                f"max_timestamp={self[2]!r})")
+    a named tuple like the pure twin's (the timestamps are -1 when nothing was kept).""")
 
 
 # -- parsing -------------------------------------------------------------------------------

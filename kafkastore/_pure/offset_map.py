@@ -86,31 +86,18 @@ def _siphash128(k0: int, k1: int, data: bytes) -> bytes:
     words = [int.from_bytes(data[i:i + 8], "little") for i in range(0, whole, 8)]
     # last word: the remaining bytes and the length mod 256 in the top byte
     words.append(int.from_bytes(data[whole:], "little") | ((n & 0xFF) << 56))
-    for m in words:
-        v3 ^= m
-        for _ in range(2):
-            v0 = (v0 + v1) & _M64
-            v1 = ((v1 << 13) | (v1 >> 51)) & _M64
-            v1 ^= v0
-            v0 = ((v0 << 32) | (v0 >> 32)) & _M64
-            v2 = (v2 + v3) & _M64
-            v3 = ((v3 << 16) | (v3 >> 48)) & _M64
-            v3 ^= v2
-            v0 = (v0 + v3) & _M64
-            v3 = ((v3 << 21) | (v3 >> 43)) & _M64
-            v3 ^= v0
-            v2 = (v2 + v1) & _M64
-            v1 = ((v1 << 17) | (v1 >> 47)) & _M64
-            v1 ^= v2
-            v2 = ((v2 << 32) | (v2 >> 32)) & _M64
-        v0 ^= m
+    # one schedule: each message word (xor in, 2 rounds, xor out), then the two
+    # finalizations (v2 ^= 0xee, 4 rounds, a half of the digest; v1 ^= 0xdd, the same)
+    steps = [(m, 2) for m in words] + [(None, 4), (None, 4)]
     out = []
-    for flip in (2, 1):  # v2 ^= 0xee before the first half, v1 ^= 0xdd before the second
-        if flip == 2:
+    for m, rounds in steps:
+        if m is not None:
+            v3 ^= m
+        elif not out:
             v2 ^= 0xEE
         else:
             v1 ^= 0xDD
-        for _ in range(4):
+        for _ in range(rounds):
             v0 = (v0 + v1) & _M64
             v1 = ((v1 << 13) | (v1 >> 51)) & _M64
             v1 ^= v0
@@ -125,7 +112,10 @@ def _siphash128(k0: int, k1: int, data: bytes) -> bytes:
             v1 = ((v1 << 17) | (v1 >> 47)) & _M64
             v1 ^= v2
             v2 = ((v2 << 32) | (v2 >> 32)) & _M64
-        out.append((v0 ^ v1 ^ v2 ^ v3).to_bytes(8, "little"))
+        if m is not None:
+            v0 ^= m
+        else:
+            out.append((v0 ^ v1 ^ v2 ^ v3).to_bytes(8, "little"))
     return out[0] + out[1]
 
 
