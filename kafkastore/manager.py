@@ -564,14 +564,17 @@ class LogManager:
         (Kafka's ``cleanupLogs``); segments removed. Compacted logs (``compact`` and
         ``compact,delete``) get theirs from the cleaner after each of its rounds, as in
         Kafka, so none when the cleaner is disabled."""
+        return self._retention_pass(
+            [(tp, log) for tp, log in self.logs().items() if not log.config.compact], now_ms)
+
+    def _retention_pass(self, logs: Iterable[tuple[TopicPartition, Log]],
+                        now_ms: int | None) -> int:
         now = self._time_ms() if now_ms is None else now_ms
         removed = 0
-        for tp, log in self.logs().items():
-            if log.config.compact:
-                continue
+        for tp, log in logs:
             try:
                 removed += delete_old_segments(log, now)
-            except KafkaStoreError as exc:
+            except KafkaStoreError as exc:   # one log's failure must not stop the others
                 if not log.closed:
                     _log.error("kafkastore: retention of %s failed: %s", tp, exc)
         return removed
@@ -586,15 +589,7 @@ class LogManager:
         """One retention pass over the compacted logs the cleaner is not working on
         (``compact,delete`` ones get every pass, ``compact`` ones the log start offset
         pass); segments removed. The cleaner's scheduled task runs it after each round."""
-        now = self._time_ms() if now_ms is None else now_ms
-        removed = 0
-        for tp, log in self.cleaner.deletable_logs():
-            try:
-                removed += delete_old_segments(log, now)
-            except KafkaStoreError as exc:
-                if not log.closed:
-                    _log.error("kafkastore: retention of compacted log %s failed: %s", tp, exc)
-        return removed
+        return self._retention_pass(self.cleaner.deletable_logs(), now_ms)
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
         """Flush every log whose ``flush.ms`` has passed; how many were flushed."""

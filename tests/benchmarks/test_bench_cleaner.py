@@ -28,43 +28,21 @@ aiokafka Cython codec is a skip with the reason.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import itertools
 import os
 import shutil
-import sys
-from pathlib import Path
 
+import _asv
 import pytest
 
 from kafkastore._kernels import BACKEND
-
-ASV_BENCHMARKS = Path(__file__).resolve().parents[2] / "asv_bench" / "benchmarks"
 
 N_RECORDS = 50_000
 N_KEYS = 5_000
 ROUNDS = 5
 
 
-def _load_asv_cleaner():
-    """``asv_bench/benchmarks/cleaner.py`` inside the package ``_asv_benchmarks`` (the name
-    ``test_bench_records.py`` uses, so the two share one import)."""
-    name = "_asv_benchmarks"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, ASV_BENCHMARKS / "__init__.py", submodule_search_locations=[str(ASV_BENCHMARKS)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return importlib.import_module(f"{name}.cleaner")
-
-
-C = _load_asv_cleaner()
+C = _asv.load("cleaner")
 
 
 def _require(impl):

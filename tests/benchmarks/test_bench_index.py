@@ -21,36 +21,12 @@ by file as in ``test_bench_records.py``, so asv and pytest-benchmark measure the
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-
+import _asv
 import pytest
 
 from kafkastore._kernels import BACKEND
 
-ASV_BENCHMARKS = Path(__file__).resolve().parents[2] / "asv_bench" / "benchmarks"
-
-
-def _load_asv_index():
-    """``asv_bench/benchmarks/index.py`` inside the package ``_asv_benchmarks`` (the name
-    ``test_bench_records.py`` uses, so the two share one import)."""
-    name = "_asv_benchmarks"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, ASV_BENCHMARKS / "__init__.py", submodule_search_locations=[str(ASV_BENCHMARKS)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return importlib.import_module(f"{name}.index")
-
-
-B = _load_asv_index()
+B = _asv.load("index")
 
 
 @pytest.fixture(scope="module")

@@ -29,36 +29,13 @@ read one blob per codec, encoded once by kafkastore.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-
+import _asv
 import pytest
 
 from kafkastore._kernels import BACKEND
 
-ASV_BENCHMARKS = Path(__file__).resolve().parents[2] / "asv_bench" / "benchmarks"
-
-
-def _load_asv_benchmarks():
-    """``asv_bench/benchmarks`` as the package ``_asv_benchmarks`` (stdlib-only import)."""
-    name = "_asv_benchmarks"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, ASV_BENCHMARKS / "__init__.py", submodule_search_locations=[str(ASV_BENCHMARKS)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return sys.modules[name]
-
-
-W = _load_asv_benchmarks()
-asv_varint = importlib.import_module("_asv_benchmarks.varint")
+W = _asv.load()
+asv_varint = _asv.load("varint")
 
 N_RECORDS = W.N_RECORDS
 BATCH_SIZE = W.BATCH_SIZE
