@@ -337,19 +337,6 @@ class _ProducerState:
         return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
 
 
-def _walk_v2_headers(segment: LogSegment, start_position: int = 0):
-    """Yield ``(view, position, header tuple)`` for each entry of ``segment`` from
-    ``start_position`` (legacy entries give ``None`` for the header)."""
-    for buf, base, scan in segment.log.scan_chunks(start_position, validate=False):
-        view = memoryview(buf)
-        try:
-            for pos, magic in zip(scan.position.tolist(), scan.magic.tolist()):
-                pos += base
-                yield view, pos, (_HEADER.unpack_from(view, pos) if magic >= 2 else None)
-        finally:
-            view.release()
-
-
 def _control_type(view, position: int, size: int) -> ControlRecordType | None:
     """The type of the marker in the control batch at ``position`` (None if it holds no
     record: a marker already cleaned away)."""
@@ -366,26 +353,29 @@ def _scan_producers(log: Log, now_ms: int, expiration_ms: int) -> _ProducerState
     aborted: list[AbortedTxn] = []
     last: dict[int, list] = {}               # producer -> [last data offset, epoch, last ts]
     for segment in log.segments:
-        for view, pos, header in _walk_v2_headers(segment):
-            if header is None:
+        # headers only, read through small windows: no map of the file, so a walk of a
+        # large log adds no resident memory
+        for entry, raw in segment.log.walk_headers():
+            if entry.magic < 2 or len(raw) < RECORD_BATCH_OVERHEAD:
                 continue
             (base, length, _ple, _magic, _crc, attrs, lod, _bts, max_ts, pid, epoch,
-             _seq, _count) = header
+             _seq, _count) = _HEADER.unpack_from(raw)
             if pid < 0:
                 continue
             last_offset = base + lod
-            entry = last.setdefault(pid, [None, epoch, max_ts])
-            entry[1] = epoch
-            entry[2] = max(entry[2], max_ts)
+            state = last.setdefault(pid, [None, epoch, max_ts])
+            state[1] = epoch
+            state[2] = max(state[2], max_ts)
             if attrs & _CONTROL_BIT:
                 if not attrs & _TRANSACTIONAL_BIT:
                     continue
-                ctype = _control_type(view, pos, length + LOG_OVERHEAD)
+                data = segment.log.read(entry.position, entry.size)   # a small batch
+                ctype = _control_type(memoryview(data), 0, len(data))
                 first = open_txn.pop(pid, last_offset)
                 if ctype == ControlRecordType.ABORT:
                     aborted.append(AbortedTxn(pid, first, last_offset))
             else:
-                entry[0] = last_offset
+                state[0] = last_offset
                 if attrs & _TRANSACTIONAL_BIT and pid not in open_txn:
                     open_txn[pid] = base
     aborted.sort(key=lambda t: t.first_offset)

@@ -280,6 +280,20 @@ class FileRecords:
         for header, _win_pos, _win in self._walk(start, end, window):
             yield header
 
+    def walk_headers(self, start: int = 0, *, header_size: int = 61,
+                     window: int = 16384) -> Iterator[tuple[BatchHeader, bytes]]:
+        """:meth:`walk`, with the first ``header_size`` bytes of each entry (fewer for a
+        shorter entry): a v2 batch's attributes and producer fields without a read of
+        its records or a map of the file. The bytes come from the walk's window when it
+        holds them, otherwise from one ``pread``."""
+        for header, win_pos, win in self._walk(start, None, window):
+            want = min(header_size, header.size)
+            rel = header.position - win_pos
+            if rel + want <= len(win):
+                yield header, win[rel:rel + want]
+            else:
+                yield header, self.read(header.position, want)
+
     def _walk(self, start: int, end: int | None, window: int):
         """:meth:`walk`, yielding with each header the window it was read from."""
         self._check_open()

@@ -664,3 +664,21 @@ def test_a_read_racing_a_close_raises_instead_of_returning_unknown_bytes(file_re
             file_records.read(0, 10)
     finally:
         _fileio.install(old)
+
+
+@pytest.mark.parametrize("window", [64, 200, 16384])
+def test_walk_headers_gives_each_entry_and_its_first_bytes(tmp_path, window):
+    """walk_headers: the walk's headers with the first bytes of each entry, whether the
+    window holds them (small batches) or not (large ones, a window smaller than a header)."""
+    data = b"".join(encode_batch([(b"k%d" % i, b"v" * (i * 300))], base_offset=i,
+                                 producer_id=i, producer_epoch=i)
+                    for i in range(12))
+    fr = FileRecords.open(str(tmp_path / "00000000000000000000.log"))
+    fr.append(data)
+    got = list(fr.walk_headers(window=window))
+    assert [h for h, _ in got] == list(fr.walk())
+    assert [raw for _, raw in got] == [data[h.position:h.position + 61] for h, _ in got]
+    assert [int.from_bytes(raw[43:51], "big") for _, raw in got] == list(range(12))
+    assert list(fr.walk_headers(header_size=20)) == [
+        (h, data[h.position:h.position + 20]) for h, _ in got]
+    fr.close()
