@@ -79,15 +79,14 @@ from kafkastore.errors import (
 from kafkastore.log import Log
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
-    LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     ControlRecordType,
     assemble_batch_v2,
     encode_batch,
     iter_batches,
     parse_control_record,
-    scan_batches,
 )
+from kafkastore.file_records import read_chunks
 from kafkastore.segment import CLEANED_FILE_SUFFIX, LogSegment
 from kafkastore.topic import TopicPartition
 
@@ -931,30 +930,17 @@ class Cleaner:
         has left, or a corrupt one, raises :class:`CorruptRecordError` (the log then goes
         uncleanable). Positions in ``batches`` are relative to ``view``.
         """
-        default = self.config.read_buffer_size
-        want = default
         end = segment.size
         path = segment.log.path
-        while position < end:
+        for chunk_start, data, scan in read_chunks(segment.log.read, position, end,
+                                                   self.config.read_buffer_size):
             self._check_done(log)
-            data = segment.log.read(position, min(want, end - position))
-            scan = scan_batches(data, validate=True)
             if scan.error is not None:
                 err = scan.error
                 raise CorruptRecordError(
-                    f"Corrupt entry in {path} at position {position + scan.valid_bytes} while "
-                    f"cleaning: {err}", position=position + scan.valid_bytes,
+                    f"Corrupt entry in {path} at position {chunk_start + scan.valid_bytes} "
+                    f"while cleaning: {err}", position=chunk_start + scan.valid_bytes,
                     offset=err.offset, path=path)
-            if scan.valid_bytes == 0:
-                need = _PREFIX.unpack_from(data)[1] + LOG_OVERHEAD \
-                    if len(data) >= LOG_OVERHEAD else 0
-                if need <= len(data) or need > end - position:
-                    raise CorruptRecordError(
-                        f"Log segment may be corrupt, batch size {need} > "
-                        f"{end - position} bytes left in segment for {path} at position "
-                        f"{position}", position=position, path=path)
-                want = need
-                continue
             view = memoryview(data)
             try:
                 batches = [_Batch.read(view, pos, size, magic) for pos, size, magic in
@@ -962,8 +948,12 @@ class Cleaner:
                 yield view, scan, batches
             finally:
                 view.release()
-            position += scan.valid_bytes
-            want = default
+            position = chunk_start + scan.valid_bytes
+        if position < end:
+            raise CorruptRecordError(
+                f"Log segment may be corrupt: an entry at position {position} of {path} runs "
+                f"past the {end - position} bytes left in the segment", position=position,
+                path=path)
 
     def _records_section(self, view, b: _Batch, log: Log):
         """The (decompressed) records section of the v2 batch ``b``."""

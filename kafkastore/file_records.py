@@ -27,7 +27,7 @@ from kafkastore.records import (
     scan_batches,
 )
 
-__all__ = ["BatchHeader", "FileRecords", "LogSlice", "MAX_SEGMENT_SIZE"]
+__all__ = ["BatchHeader", "FileRecords", "LogSlice", "MAX_SEGMENT_SIZE", "read_chunks"]
 
 #: A segment file's size is an int32 in Kafka (positions in the offset index are int32).
 MAX_SEGMENT_SIZE = (1 << 31) - 1
@@ -453,6 +453,37 @@ class FileRecords:
                 mm.close()
             except BufferError:
                 pass  # a caller still holds a view of the map: it is unmapped with the last one
+
+
+def read_chunks(read, start: int, end: int, chunk_size: int, *, validate: bool = True):
+    """Scan the entries of ``[start, end)`` of a file through a bounded buffer.
+
+    ``read(position, size)`` returns the bytes there (a :meth:`FileRecords.read`, or an
+    ``os.pread`` of a file opened read-only). Yields ``(position, data, scan)`` per read
+    of about ``chunk_size`` bytes: the :class:`~kafkastore.records.BatchScan` of ``data``,
+    which starts at file ``position``. An entry larger than the buffer gets a read of its
+    own size (never more than the bytes left before ``end``). Stops after a chunk whose
+    scan met an error (``scan.error``), or in front of an entry that runs past ``end``
+    (the caller sees the walk end before ``end``): what to make of those is the caller's.
+    """
+    position = start
+    want = chunk_size
+    while position < end:
+        asked = min(want, end - position)
+        data = read(position, asked)
+        scan = scan_batches(data, validate=validate)
+        if scan.valid_bytes == 0 and scan.error is None:
+            need = _PREFIX.unpack_from(data)[1] + LOG_OVERHEAD \
+                if len(data) >= LOG_OVERHEAD else 0
+            if len(data) < asked or need <= len(data) or need > end - position:
+                return   # a partial entry at the end (or the file is shorter than said)
+            want = need
+            continue
+        yield position, data, scan
+        if scan.error is not None:
+            return
+        position += scan.valid_bytes
+        want = chunk_size
 
 
 class LogSlice:

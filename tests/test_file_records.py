@@ -682,3 +682,30 @@ def test_walk_headers_gives_each_entry_and_its_first_bytes(tmp_path, window):
     assert list(fr.walk_headers(header_size=20)) == [
         (h, data[h.position:h.position + 20]) for h, _ in got]
     fr.close()
+
+
+def test_read_chunks_bounds_its_reads_and_stops_at_a_partial_or_corrupt_entry():
+    from kafkastore.file_records import read_chunks
+
+    batches = [encode_batch([(b"k", b"v" * n)], base_offset=i)
+               for i, n in enumerate([10, 5000, 20, 3000, 15])]
+    data = b"".join(batches)
+    reads = []
+
+    def read(pos, size):
+        reads.append(size)
+        return data[pos:pos + size]
+
+    chunks = list(read_chunks(read, 0, len(data), 1024))
+    assert sum(s.valid_bytes for _, _, s in chunks) == len(data)
+    assert [p for p, _, _ in chunks] == sorted(p for p, _, _ in chunks)
+    assert max(reads) == max(map(len, batches))   # a big entry gets a read of its size
+    # a partial entry at the end: the walk stops in front of it
+    cut = len(data) - 7
+    got = list(read_chunks(lambda p, n: data[:cut][p:p + n], 0, cut, 1024))
+    assert sum(s.valid_bytes for _, _, s in got) == len(data) - len(batches[-1])
+    # a corrupt entry: its chunk is the last, with the error
+    bad = bytearray(data)
+    bad[len(batches[0]) + 30] ^= 0xFF
+    got = list(read_chunks(lambda p, n: bytes(bad[p:p + n]), 0, len(bad), 1 << 20))
+    assert got[-1][2].error is not None and got[-1][2].valid_bytes == len(batches[0])
