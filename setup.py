@@ -41,6 +41,7 @@ KERNELS = [
     "index_search",
     "entry_walk",
     "offset_map",
+    "murmur2",
 ]
 
 # Set once here; a per-file "# cython:" header may only override, with a comment saying why.
