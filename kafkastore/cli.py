@@ -35,28 +35,17 @@ def _segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}.log"
 
 
-def batch_line(batch) -> str:
-    """One batch as ``kafka-dump-log.sh`` prints it (without ``--deep-iteration``)."""
-    if batch.magic >= 2:
-        horizon = (f"OptionalLong[{batch.delete_horizon_ms}]"
-                   if batch.has_delete_horizon else "OptionalLong.empty")
-        head = (
-            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
-            f"count: {batch.record_count} baseSequence: {batch.base_sequence} "
-            f"lastSequence: {batch.last_sequence} producerId: {batch.producer_id} "
-            f"producerEpoch: {batch.producer_epoch} "
-            f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
-            f"isTransactional: {str(batch.is_transactional).lower()} "
-            f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {horizon}"
-        )
-    else:
-        head = f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: 1"
-    return (
-        f"{head} position: {batch.position} {batch.timestamp_type.label}: "
-        f"{batch.max_timestamp} size: {batch.size_in_bytes} magic: {batch.magic} "
-        f"compresscodec: {batch.compression.name.lower()} crc: {batch.crc} "
-        f"isvalid: {str(batch.is_valid()).lower()}"
-    )
+def batch_line(batch, position: int | None = None) -> str:
+    """One batch as ``kafka-dump-log.sh`` prints it (without ``--deep-iteration``).
+
+    Kafka's ``DumpLogSegments.printBatchLevel`` (kafka-storage.md 9.3): the v2 form starts
+    ``baseOffset: ...``, the v0/v1 form ``offset: <lastOffset>``. ``position`` defaults to
+    ``batch.position``. The formatter lives in :func:`kafkastore.dump.batch_line`, the
+    engine of ``dump-log``; this name is kept for the CLI's callers.
+    """
+    from kafkastore.dump import batch_line as _batch_line
+
+    return _batch_line(batch, position)
 
 
 def _demo_records(start: int, count: int, now_ms: int):
@@ -155,6 +144,409 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the log directory commands -------------------------------------------------------------
+
+
+class UsageError(Exception):
+    """A user mistake: printed as one line on stderr, exit code 2, never a traceback."""
+
+
+#: Exit codes: 0 success, 1 a problem found in the data (verify, dump), 2 a usage error
+#: or an unreadable input.
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+
+
+class _Progress:
+    """A one-line progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, label: str, total: int, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = total > 0 and getattr(self.stream, "isatty", lambda: False)()
+        self.label, self.total, self.done = label, total, 0
+        self._last = 0.0
+
+    def advance(self, amount: int) -> None:
+        self.done += amount
+        now = time.monotonic()
+        if self.enabled and (now - self._last > 0.1 or self.done >= self.total):
+            self._last = now
+            frac = min(self.done / self.total, 1.0)
+            bar = "#" * int(frac * 30)
+            self.stream.write(f"\r{self.label} [{bar:<30}] {frac * 100:5.1f}%")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * (len(self.label) + 41) + "\r")
+            self.stream.flush()
+
+
+def _log_dir(path: str) -> str:
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: no such log directory")
+    return path
+
+
+def _partition_dirs(directory: str, topic: str | None = None):
+    """``(TopicPartition, path)`` of the live partition directories of a log directory."""
+    from kafkastore.errors import InvalidPartitionDirError
+    from kafkastore.log_dir import parse_partition_dir_name
+
+    out = []
+    for entry in sorted(os.scandir(_log_dir(directory)), key=lambda e: e.name):
+        if not entry.is_dir():
+            continue
+        try:
+            parsed = parse_partition_dir_name(entry.name, strict=False)
+        except InvalidPartitionDirError:
+            continue
+        if parsed.suffix or (topic is not None and parsed.topic_partition.topic != topic):
+            continue
+        out.append((parsed.topic_partition, entry.path))
+    return sorted(out)
+
+
+def _segment_paths(partition_dir: str) -> list[tuple[int, str]]:
+    from kafkastore.segment import offset_from_file_name
+
+    out = []
+    for name in os.listdir(partition_dir):
+        if name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
+            out.append((offset_from_file_name(name), os.path.join(partition_dir, name)))
+    return sorted(out)
+
+
+def _scan_file(path: str, *, validate: bool = True, progress: _Progress | None = None):
+    """Read a ``.log`` file read-only through a bounded buffer: ``(entries, valid_bytes,
+    size, error)``, entries as ``(position, size, magic, base_offset, last_offset,
+    max_timestamp)``."""
+    from kafkastore.file_records import read_chunks
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        entries, valid, error = [], 0, None
+        for start, _data, scan in read_chunks(lambda pos, n: os.pread(fd, n, pos), 0, size,
+                                              1 << 20, validate=validate):
+            rows = zip(scan.position.tolist(), scan.size.tolist(), scan.magic.tolist(),
+                       scan.base_offset.tolist(), scan.last_offset.tolist(),
+                       scan.max_timestamp.tolist())
+            entries.extend((start + p, *rest) for p, *rest in rows)
+            valid = start + scan.valid_bytes
+            if progress:
+                progress.advance(scan.valid_bytes)
+            if scan.error is not None:
+                error = scan.error
+        return entries, valid, size, error
+    finally:
+        os.close(fd)
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    rows = []
+    for tp, path in _partition_dirs(args.directory, args.topic):
+        segments = _segment_paths(path)
+        on_disk = sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)
+                      if os.path.isfile(os.path.join(path, n)))
+        log_bytes = sum(os.path.getsize(seg) for _, seg in segments)
+        end, last_ts, invalid = None, None, 0
+        # the newest segments hold the end offset and the latest timestamp: read back
+        # from the last until one has data (every one with --scan-all)
+        for _base, seg in reversed(segments):
+            entries, valid, size, _err = _scan_file(seg, validate=False)
+            invalid += size - valid
+            if entries:
+                if end is None:
+                    end = entries[-1][4] + 1
+                stamps = [e[5] for e in entries if e[5] >= 0]
+                if stamps:
+                    last_ts = max(stamps) if last_ts is None else max(last_ts, max(stamps))
+            if end is not None and not args.scan_all:
+                break
+        start = segments[0][0] if segments else 0
+        # an empty active segment is named after the log end offset
+        end = max(end or 0, segments[-1][0]) if segments else 0
+        rows.append({"topic": tp.topic, "partition": tp.partition, "segments": len(segments),
+                     "log_start_offset": start, "log_end_offset": end,
+                     "log_bytes": log_bytes, "bytes_on_disk": on_disk,
+                     "max_timestamp": last_ts, "invalid_tail_bytes": invalid})
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return EXIT_OK
+    if not rows:
+        print(f"{args.directory}: no partitions")
+        return EXIT_OK
+    print(f"{'partition':28} {'segments':>8} {'start':>12} {'end':>12} {'log bytes':>14} "
+          f"{'on disk':>14}  max timestamp")
+    for r in rows:
+        ts = "-" if r["max_timestamp"] is None else str(r["max_timestamp"])
+        print(f"{r['topic'] + '-' + str(r['partition']):28} {r['segments']:>8} "
+              f"{r['log_start_offset']:>12} {r['log_end_offset']:>12} {r['log_bytes']:>14} "
+              f"{r['bytes_on_disk']:>14}  {ts}")
+    return EXIT_OK
+
+
+def _parse_settings(pairs) -> dict:
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--config expects name=value, not {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _manager(args: argparse.Namespace, **kw):
+    from kafkastore.manager import LogManager
+
+    return LogManager(_log_dir(args.directory) if kw.pop("must_exist", True)
+                      else args.directory, _parse_settings(getattr(args, "config", None)),
+                      background=False, **kw)
+
+
+def _cmd_produce(args: argparse.Namespace) -> int:
+    from kafkastore._kernels import murmur2
+    from kafkastore.topic import validate_topic
+
+    validate_topic(args.topic)
+    if args.partitions is not None and args.partitions < 1:
+        raise UsageError(f"--partitions must be at least 1, not {args.partitions}")
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1, not {args.batch_size}")
+    os.makedirs(args.directory, exist_ok=True)
+    source = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
+    size = os.path.getsize(args.input) if source is not sys.stdin else 0
+    progress = _Progress(f"produce {args.topic}", size)
+    sent: dict[int, int] = {}
+    try:
+        with _manager(args, must_exist=False) as manager:
+            existing = [tp.partition for tp in manager.logs() if tp.topic == args.topic]
+            partitions = args.partitions or (max(existing) + 1 if existing else 1)
+            pending: dict[int, list] = {}
+            robin = 0
+            for lineno, line in enumerate(source, 1):
+                progress.advance(len(line.encode()))
+                line = line.rstrip("\n")
+                if not line:
+                    continue
+                key, value, headers, part = _parse_input(line, args, lineno)
+                if part is None:
+                    if key is not None:
+                        part = murmur2.partition(key, partitions)
+                    else:
+                        part, robin = robin % partitions, robin + 1
+                elif not 0 <= part < partitions:
+                    raise UsageError(f"line {lineno}: partition {part} is not in "
+                                     f"[0, {partitions})")
+                pending.setdefault(part, []).append((key, value, None, headers))
+                if len(pending[part]) >= args.batch_size:
+                    _flush_produce(manager, args, part, pending.pop(part), sent)
+            for part, recs in pending.items():
+                _flush_produce(manager, args, part, recs, sent)
+            for part in range(partitions):
+                manager.get_or_create(args.topic, part)
+    finally:
+        progress.close()
+        if source is not sys.stdin:
+            source.close()
+    total = sum(sent.values())
+    print(f"produced {total} records to {args.topic} "
+          + ", ".join(f"p{p}: {n}" for p, n in sorted(sent.items())))
+    return EXIT_OK
+
+
+def _parse_input(line: str, args, lineno: int):
+    if args.format == "json":
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"line {lineno}: not a JSON object: {exc}") from None
+        if not isinstance(obj, dict):
+            raise UsageError(f"line {lineno}: not a JSON object")
+
+        def blob(v):
+            return None if v is None else (v if isinstance(v, str) else json.dumps(v)).encode()
+
+        headers = tuple((str(k), blob(v)) for k, v in (obj.get("headers") or {}).items())
+        part = obj.get("partition")
+        if part is not None and (not isinstance(part, int) or isinstance(part, bool)):
+            raise UsageError(f"line {lineno}: partition must be an integer")
+        return blob(obj.get("key")), blob(obj.get("value")), headers, part
+    if args.key_separator is not None:
+        key, sep, value = line.partition(args.key_separator)
+        if not sep:
+            raise UsageError(f"line {lineno}: no key separator {args.key_separator!r}")
+        return key.encode(), value.encode(), (), None
+    return None, line.encode(), (), None
+
+
+def _flush_produce(manager, args, part: int, recs, sent) -> None:
+    log = manager.get_or_create(args.topic, part)
+    log.append(recs, compression=args.compression)
+    sent[part] = sent.get(part, 0) + len(recs)
+
+
+def _cmd_consume(args: argparse.Namespace) -> int:
+    from kafkastore.log import EARLIEST_TIMESTAMP
+    from kafkastore.topic import validate_topic
+
+    validate_topic(args.topic)
+    parts = [(tp, path) for tp, path in _partition_dirs(args.directory, args.topic)
+             if args.partition is None or tp.partition == args.partition]
+    if not parts:
+        raise UsageError(f"{args.directory}: no partition of topic {args.topic!r}"
+                         + ("" if args.partition is None else f" numbered {args.partition}"))
+    remaining = args.max_records
+    with _manager(args) as manager:
+        for tp, _path in parts:
+            log = manager.get(tp.topic, tp.partition)
+            if args.offset is not None:
+                start = max(args.offset, log.log_start_offset)
+            elif args.timestamp is not None:
+                found = log.offset_for_timestamp(args.timestamp)
+                start = log.log_end_offset if found is None else found.offset
+            elif args.last is not None:
+                start = max(log.log_end_offset - args.last, log.log_start_offset)
+            else:
+                found = log.offset_for_timestamp(EARLIEST_TIMESTAMP)
+                start = found.offset if found is not None else log.log_start_offset
+            offset = start
+            while offset < log.log_end_offset and (remaining is None or remaining > 0):
+                batches = list(log.read(offset, 1 << 20).batches(validate=True))
+                if not batches:
+                    break
+                for batch in batches:
+                    if not batch.is_control:
+                        for r in batch:
+                            if r.offset < offset or (remaining is not None and remaining <= 0):
+                                continue
+                            _print_record(tp, r, args)
+                            if remaining is not None:
+                                remaining -= 1
+                    offset = max(offset, batch.last_offset + 1)
+    return EXIT_OK
+
+
+def _text(b) -> str | None:
+    return None if b is None else bytes(b).decode("utf-8", "replace")
+
+
+def _print_record(tp, r, args) -> None:
+    if args.format == "json":
+        print(json.dumps({"topic": tp.topic, "partition": tp.partition, "offset": r.offset,
+                          "timestamp": r.timestamp, "key": _text(r.key),
+                          "value": _text(r.value),
+                          "headers": {k: _text(v) for k, v in r.headers}}))
+        return
+    parts = []
+    if args.print_offset:
+        parts.append(f"{tp.partition}:{r.offset}")
+    if args.print_timestamp:
+        parts.append(str(r.timestamp))
+    if args.print_key:
+        parts.append("null" if r.key is None else _text(r.key))
+    if args.print_headers:
+        parts.append(",".join(f"{k}:{_text(v)}" for k, v in r.headers) or "NO_HEADERS")
+    parts.append("null" if r.value is None else _text(r.value))
+    print("\t".join(parts))
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from kafkastore.index import OffsetIndex, TimeIndex
+
+    partitions = _partition_dirs(args.directory, args.topic)
+    total = sum(os.path.getsize(seg) for _, path in partitions
+                for _, seg in _segment_paths(path))
+    progress = _Progress("verify", total)
+    problems = 0
+    try:
+        for tp, path in partitions:
+            for base, seg in _segment_paths(path):
+                entries, valid, size, error = _scan_file(seg, progress=progress)
+                if error is not None:
+                    problems += 1
+                    print(f"{seg}: corrupt entry at position {valid}: {error}")
+                elif valid < size:
+                    problems += 1
+                    print(f"{seg}: {size - valid} bytes of a partial entry at the end "
+                          f"(position {valid})")
+                for cls, suffix in ((OffsetIndex, ".index"), (TimeIndex, ".timeindex")):
+                    index_path = seg[:-4] + suffix
+                    if not os.path.exists(index_path):
+                        problems += 1
+                        print(f"{index_path}: missing (recovery rebuilds it)")
+                        continue
+                    try:
+                        index = cls(index_path, base, os.path.getsize(index_path) or 8,
+                                    writable=False)
+                        try:
+                            index.sanity_check(full=True)
+                        finally:
+                            index.close()
+                    except KafkaStoreError as exc:
+                        problems += 1
+                        print(f"{index_path}: {exc}")
+    finally:
+        progress.close()
+    if problems and args.repair:
+        return _repair(args, partitions)
+    print(f"verified {len(partitions)} partitions: "
+          + ("no problems" if not problems else f"{problems} problem(s)"))
+    return EXIT_PROBLEM if problems else EXIT_OK
+
+
+def _repair(args: argparse.Namespace, partitions) -> int:
+    from kafkastore.log import Log
+
+    for tp, path in partitions:
+        before = {seg: os.path.getsize(seg) for _, seg in _segment_paths(path)}
+        log = Log.open(path, _parse_settings(args.config), recovery_point=0,
+                       had_clean_shutdown=False)
+        try:
+            after = {s.log.path: s.size for s in log.segments}
+            cut = sum(size - after.get(seg, 0) for seg, size in before.items())
+            print(f"{tp.topic}-{tp.partition}: recovered; {cut} bytes truncated; log end "
+                  f"offset {log.log_end_offset}")
+        finally:
+            log.close()
+    return EXIT_OK
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from kafkastore.cleaner import CleanerConfig, clean
+
+    config = CleanerConfig({"log.cleaner.dedupe.buffer.size": args.dedupe_buffer_size})
+    with _manager(args) as manager:
+        for tp, log in sorted(manager.logs().items()):
+            if args.topic is not None and tp.topic != args.topic:
+                continue
+            if log.active_segment.size and args.roll:
+                log.roll()
+            _, stats = clean(log, config=config)
+            print(f"{tp.topic}-{tp.partition}: read {stats.messages_read} records, kept "
+                  f"{stats.messages_written}, removed {stats.records_removed}; "
+                  f"{stats.bytes_read} -> {stats.bytes_written} bytes in "
+                  f"{stats.elapsed_s:.2f} s")
+    return EXIT_OK
+
+
+def _cmd_retention(args: argparse.Namespace) -> int:
+    from kafkastore.retention import delete_old_segments
+
+    with _manager(args) as manager:
+        for tp, log in sorted(manager.logs().items()):
+            if args.topic is not None and tp.topic != args.topic:
+                continue
+            before = (len(log.segments), log.log_start_offset, log.size)
+            removed = delete_old_segments(log)
+            log.delete_pending_segments(force=True)
+            print(f"{tp.topic}-{tp.partition}: removed {removed} segment(s); log start "
+                  f"offset {before[1]} -> {log.log_start_offset}; {before[2]} -> {log.size} "
+                  "bytes")
+    return EXIT_OK
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkastore",
@@ -171,6 +563,88 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=int, default=1000,
                       help="records per batch (default: 1000)")
     demo.set_defaults(func=_cmd_demo)
+
+    def command(name, help_text, example, func):
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           epilog=f"example:\n  {example}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    def config_option(p):
+        p.add_argument("--config", action="append", metavar="NAME=VALUE",
+                       help="a topic setting for the logs, Kafka's name (repeatable)")
+
+    p = command("describe", "list the partitions of a log directory: segments, offsets, sizes",
+                "kafkastore describe /var/lib/kafka/data --topic orders", _cmd_describe)
+    p.add_argument("directory", help="a log directory (holds <topic>-<partition> directories)")
+    p.add_argument("--topic", help="only this topic")
+    p.add_argument("--scan-all", action="store_true",
+                   help="read every segment, not only the last (slower)")
+    p.add_argument("--json", action="store_true", help="one JSON object per partition")
+
+    p = command("produce", "append lines (or JSON lines) from stdin or a file to a topic",
+                "printf 'k1:v1\\nk2:v2\\n' | kafkastore produce ./logs orders "
+                "--key-separator :", _cmd_produce)
+    p.add_argument("directory")
+    p.add_argument("topic")
+    p.add_argument("--input", help="a file to read (default: stdin)")
+    p.add_argument("--format", choices=("lines", "json"), default="lines",
+                   help="lines: each line a value; json: {\"key\", \"value\", \"headers\", "
+                   "\"partition\"} per line")
+    p.add_argument("--key-separator", help="lines: split each line into key and value here")
+    p.add_argument("--partitions", type=int, help="partition count for a new topic "
+                   "(default: the existing count, or 1); keyed records go to Kafka's "
+                   "murmur2 partition")
+    p.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"))
+    p.add_argument("--batch-size", type=int, default=500, help="records per batch")
+    config_option(p)
+
+    p = command("consume", "print the records of a topic",
+                "kafkastore consume ./logs orders --from-beginning --max-records 10 "
+                "--print-key", _cmd_consume)
+    p.add_argument("directory")
+    p.add_argument("topic")
+    p.add_argument("--partition", type=int)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--offset", type=int, help="start at this offset")
+    where.add_argument("--timestamp", type=int, help="start at the first record at or after "
+                       "this time (epoch ms)")
+    where.add_argument("--from-beginning", action="store_true", help="(the default)")
+    where.add_argument("--last", type=int, metavar="N",
+                       help="only the last N records of each partition")
+    p.add_argument("--max-records", type=int)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    for flag in ("key", "headers", "timestamp", "offset"):
+        p.add_argument(f"--print-{flag}", action="store_true")
+    config_option(p)
+
+    p = command("verify", "check every segment and index of a log directory without "
+                "changing anything (--repair: recover what is broken)",
+                "kafkastore verify ./logs --repair", _cmd_verify)
+    p.add_argument("directory")
+    p.add_argument("--topic")
+    p.add_argument("--repair", action="store_true",
+                   help="run crash recovery on the partitions (truncates a bad tail, "
+                   "rebuilds indexes) and report what went")
+    config_option(p)
+
+    p = command("compact", "compact the logs of a directory now (Kafka's log cleaner)",
+                "kafkastore compact ./logs --topic users", _cmd_compact)
+    p.add_argument("directory")
+    p.add_argument("--topic")
+    p.add_argument("--roll", action="store_true",
+                   help="roll the active segment first, so its records are compacted too")
+    p.add_argument("--dedupe-buffer-size", type=int, default=128 << 20)
+    config_option(p)
+
+    p = command("retention", "apply retention (retention.ms, retention.bytes, the log start "
+                "offset) once and delete what it removes",
+                "kafkastore retention ./logs --config retention.bytes=1073741824",
+                _cmd_retention)
+    p.add_argument("directory")
+    p.add_argument("--topic")
+    config_option(p)
     return parser
 
 
@@ -180,12 +654,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except UsageError as err:
+        print(f"kafkastore {args.command}: {err}", file=sys.stderr)
+        return EXIT_USAGE
     except KafkaStoreError as err:
-        print(f"kafkastore: {type(err).__name__}: {err}", file=sys.stderr)
-        return 2
+        print(f"kafkastore {args.command}: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as err:
-        print(f"kafkastore: {err}", file=sys.stderr)
-        return 2
+        print(f"kafkastore {args.command}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"kafkastore {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,4 +44,4 @@ def test_errors_become_exit_codes(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     assert cli.main(["demo", str(blocker / "sub")]) == 2
-    assert "kafkastore:" in capsys.readouterr().err
+    assert "kafkastore demo:" in capsys.readouterr().err

@@ -1,0 +1,169 @@
+"""The log-directory commands of the ``kafkastore`` CLI: describe, produce, consume,
+verify (and --repair), compact and retention, through ``main(argv)`` and once as a real
+process. Expected values follow from what each test writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kafkastore.cli import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, main
+from kafkastore.manager import LogManager
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def make_store(root, topic="orders", partitions=2, per_partition=20, **config):
+    with LogManager(str(root), {"segment.bytes": 300, **config}, background=False) as m:
+        for p in range(partitions):
+            log = m.get_or_create(topic, p)
+            for i in range(per_partition):
+                log.append([(b"k%d" % (i % 3), b"v%d-%d" % (p, i))], timestamp=1000 + i)
+    return root
+
+
+def test_describe_lists_partitions_offsets_and_sizes(tmp_path, capsys):
+    make_store(tmp_path)
+    code, out, err = run(capsys, "describe", tmp_path, "--json")
+    assert code == EXIT_OK and err == ""
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["topic"], r["partition"]) for r in rows] == [("orders", 0), ("orders", 1)]
+    for r in rows:
+        assert (r["log_start_offset"], r["log_end_offset"], r["max_timestamp"]) == (0, 20, 1019)
+        assert r["segments"] > 1 and r["log_bytes"] <= r["bytes_on_disk"]
+    code, out, _ = run(capsys, "describe", tmp_path)
+    assert code == EXIT_OK and "orders-1" in out and "partition" in out.splitlines()[0]
+
+
+def test_consume_from_offsets_timestamps_and_the_end(tmp_path, capsys):
+    make_store(tmp_path)
+    code, out, _ = run(capsys, "consume", tmp_path, "orders", "--partition", 1,
+                       "--max-records", 3, "--print-key", "--print-offset")
+    assert code == EXIT_OK
+    assert out.splitlines() == ["1:0\tk0\tv1-0", "1:1\tk1\tv1-1", "1:2\tk2\tv1-2"]
+    code, out, _ = run(capsys, "consume", tmp_path, "orders", "--partition", 0,
+                       "--timestamp", 1017, "--format", "json")
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [(g["offset"], g["value"], g["timestamp"]) for g in got] == [
+        (17, "v0-17", 1017), (18, "v0-18", 1018), (19, "v0-19", 1019)]
+    code, out, _ = run(capsys, "consume", tmp_path, "orders", "--partition", 0, "--last", 2)
+    assert out.splitlines() == ["v0-18", "v0-19"]
+    code, out, _ = run(capsys, "consume", tmp_path, "orders", "--offset", 19)
+    assert out.splitlines() == ["v0-19", "v1-19"]
+
+
+def test_produce_places_keyed_records_by_murmur2(tmp_path, capsys):
+    from kafkastore._kernels import murmur2
+
+    src = tmp_path / "in.txt"
+    keys = [b"alpha", b"beta", b"gamma", b"delta", b"alpha"]
+    src.write_text("".join(f"{k.decode()}:value-{i}\n" for i, k in enumerate(keys)))
+    code, out, err = run(capsys, "produce", tmp_path / "logs", "orders", "--input", src,
+                         "--key-separator", ":", "--partitions", 3, "--compression", "lz4")
+    assert code == EXIT_OK, err
+    assert out.startswith("produced 5 records to orders")
+    code, out, _ = run(capsys, "consume", tmp_path / "logs", "orders", "--format", "json")
+    got = [json.loads(line) for line in out.splitlines()]
+    assert len(got) == 5
+    for g in got:
+        assert g["partition"] == murmur2.partition(g["key"].encode(), 3)
+    by_key = {}
+    for g in got:
+        by_key.setdefault(g["key"], set()).add(g["partition"])
+    assert all(len(p) == 1 for p in by_key.values())   # a key always lands together
+
+
+def test_produce_json_lines_with_headers_and_partition(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"key": "a", "value": {"x": 1}, "headers": {"h": "1"}, "partition": 1}\n'
+                   '{"value": "plain"}\n')
+    code, _, err = run(capsys, "produce", tmp_path / "logs", "t", "--input", src,
+                       "--format", "json", "--partitions", 2)
+    assert code == EXIT_OK, err
+    code, out, _ = run(capsys, "consume", tmp_path / "logs", "t", "--format", "json")
+    got = sorted((json.loads(line) for line in out.splitlines()),
+                 key=lambda g: g["partition"])
+    assert got[1]["partition"] == 1 and got[1]["key"] == "a"
+    assert json.loads(got[1]["value"]) == {"x": 1} and got[1]["headers"] == {"h": "1"}
+    assert got[0]["key"] is None and got[0]["value"] == "plain"
+
+
+def test_verify_finds_a_torn_tail_and_repair_truncates_it(tmp_path, capsys):
+    make_store(tmp_path, partitions=1)
+    seg = sorted((tmp_path / "orders-0").glob("*.log"))[-2]
+    with open(seg, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x50\x00\x00\x01\x00garbage")
+    code, out, _ = run(capsys, "verify", tmp_path)
+    assert code == EXIT_PROBLEM and "partial entry at the end" in out
+    code, out, _ = run(capsys, "verify", tmp_path, "--repair")
+    assert code == EXIT_OK and "bytes truncated" in out
+    code, out, _ = run(capsys, "verify", tmp_path)
+    assert code == EXIT_OK and "no problems" in out
+
+
+def test_verify_reports_a_corrupt_entry(tmp_path, capsys):
+    make_store(tmp_path, partitions=1)
+    seg = sorted((tmp_path / "orders-0").glob("*.log"))[0]
+    data = bytearray(seg.read_bytes())
+    data[70] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    code, out, _ = run(capsys, "verify", tmp_path)
+    assert code == EXIT_PROBLEM and "corrupt entry" in out
+
+
+def test_compact_and_retention_print_what_changed(tmp_path, capsys):
+    make_store(tmp_path, partitions=1)
+    code, out, _ = run(capsys, "compact", tmp_path, "--roll", "--config",
+                       "cleanup.policy=compact", "--dedupe-buffer-size", 1 << 20)
+    assert code == EXIT_OK
+    assert "read 20 records, kept 3, removed 17" in out
+    code, out, _ = run(capsys, "consume", tmp_path, "orders")
+    assert out.splitlines() == ["v0-17", "v0-18", "v0-19"]
+    make_store(tmp_path / "r", partitions=1)
+    code, out, _ = run(capsys, "retention", tmp_path / "r", "--config", "retention.bytes=300")
+    assert code == EXIT_OK and "removed" in out
+    code, out, _ = run(capsys, "describe", tmp_path / "r", "--json")
+    assert json.loads(out)["log_start_offset"] > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["describe", "{missing}"], "no such log directory"),
+    (["consume", "{root}", "nope"], "no partition of topic 'nope'"),
+    (["consume", "{root}", "bad topic!"], "bad topic!"),
+    (["produce", "{root}", "t", "--input", "{missing}"], "No such file"),
+    (["retention", "{root}", "--config", "retention.bytes"], "--config expects name=value"),
+    (["retention", "{root}", "--config", "retention.bytes=lots"], "retention.bytes"),
+    (["produce", "{root}", "t", "--partitions", "0"], "--partitions must be at least 1"),
+])
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    make_store(tmp_path / "root", partitions=1)
+    subs = {"root": tmp_path / "root", "missing": tmp_path / "missing"}
+    code, out, err = run(capsys, *(a.format(**subs) for a in argv))
+    assert code == EXIT_USAGE
+    assert message in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_the_commands_run_as_a_real_process(tmp_path):
+    make_store(tmp_path, partitions=1)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    res = subprocess.run([sys.executable, "-m", "kafkastore", "consume", str(tmp_path),
+                          "orders", "--max-records", "2"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["v0-0", "v0-1"]
+    res = subprocess.run([sys.executable, "-m", "kafkastore", "describe",
+                          str(tmp_path / "missing")], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert res.returncode == 2 and "no such log directory" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = subprocess.run([sys.executable, "-m", "kafkastore", "verify", "--help"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0 and "example:" in res.stdout
