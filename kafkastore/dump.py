@@ -123,7 +123,8 @@ for problems from an index or from deep iteration, the absolute path Kafka print
     (``reason``). They come where Kafka prints the same facts: ``invalid_bytes`` after
     its log, the others after the last file, in the text order above.
 ``error``
-    ``{"error": <exception class>, "message"}``: the file's dump stopped there.
+    ``{"error": <exception class>, "message"}``, and ``position``/``offset`` when known:
+    the file's dump stopped there.
 """
 
 from __future__ import annotations
@@ -927,8 +928,12 @@ class _JsonEmitter(_Emitter):
 
     def error(self, file: str, exc: BaseException) -> None:
         super().error(file, exc)
-        message = exc.message if isinstance(exc, KafkaStoreError) else _reason(exc, file)
-        self._obj("error", file, error=type(exc).__name__, message=message)
+        if isinstance(exc, KafkaStoreError):
+            where = {k: v for k, v in (("position", exc.position), ("offset", exc.offset))
+                     if v is not None}
+            self._obj("error", file, error=type(exc).__name__, message=exc.message, **where)
+        else:
+            self._obj("error", file, error=type(exc).__name__, message=_reason(exc, file))
 
     def reports(self, r: _Reports) -> None:
         for path, pairs in r.offset_mismatches.items():
@@ -1292,12 +1297,12 @@ class _Dumper:
         if position < 0 or position > fr.size:
             raise CorruptIndexError(
                 f"index entry {slot} (offset {offset}) points at position {position}, "
-                f"outside the log ({fr.size} bytes)", offset=offset)
+                f"outside the log ({fr.size} bytes)")
         for h in fr.walk(position, position + size):
             return self._kafka_last_offset(fr, h)
         raise CorruptIndexError(
             f"index entry {slot} (offset {offset}) points at position {position}, where no "
-            f"complete batch starts within --max-message-size ({size}) bytes", offset=offset)
+            f"complete batch starts within --max-message-size ({size}) bytes")
 
     @staticmethod
     def _kafka_last_offset(fr: FileRecords, h: BatchHeader) -> int:
@@ -1333,7 +1338,7 @@ class _Dumper:
                 if position < 0 or position > fr.size:
                     raise CorruptIndexError(
                         f"offset index entry for offset {offset} points at position "
-                        f"{position}, outside the log ({fr.size} bytes)", offset=offset)
+                        f"{position}, outside the log ({fr.size} bytes)")
                 found = None
                 for h in fr.walk(position):
                     last = self._kafka_last_offset(fr, h)
