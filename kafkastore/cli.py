@@ -2,8 +2,10 @@
 
 ``kafkastore demo [DIR]`` writes a real Kafka-format segment into a local log
 directory and reads it back three ways (header scan, record objects, numpy
-columns), printing what a Kafka operator would look at. Further commands
-(dump, inspect, produce, consume, repair) build on the same layers.
+columns), printing what a Kafka operator would look at. ``dump-log`` prints files as
+Kafka's ``kafka-dump-log.sh`` does (:mod:`kafkastore.dump`); ``describe``, ``produce``,
+``consume``, ``verify`` (``--repair``), ``compact`` and ``retention`` work on a log
+directory. ``kafkastore COMMAND --help`` shows each one's options and an example.
 
 ``main(argv=None) -> int`` is the entry point, so the CLI can be driven from
 tests and from Python.
@@ -151,8 +153,9 @@ class UsageError(Exception):
     """A user mistake: printed as one line on stderr, exit code 2, never a traceback."""
 
 
-#: Exit codes: 0 success, 1 a problem found in the data (verify, dump), 2 a usage error
-#: or an unreadable input.
+#: Exit codes: 0 success; 1 a problem found in the data (verify) or a file dump-log could
+#: not dump (it goes on with the others, as its report says); 2 a usage error or an input
+#: that cannot be opened (a missing directory, a bad topic name, an unreadable file).
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 
@@ -240,6 +243,32 @@ def _scan_file(path: str, *, validate: bool = True, progress: _Progress | None =
         return entries, valid, size, error
     finally:
         os.close(fd)
+
+
+def _cmd_dump_log(args: argparse.Namespace) -> int:
+    from kafkastore.dump import DumpOptions, dump_files
+
+    files = [f for f in args.files.split(",") if f]
+    if not files:
+        raise UsageError("--files needs at least one file")
+    options = DumpOptions(
+        print_data_log=args.print_data_log, deep_iteration=args.deep_iteration,
+        verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
+        max_message_size=args.max_message_size, max_bytes=args.max_bytes,
+        skip_record_metadata=args.skip_record_metadata, json=args.json)
+    bar: _Progress | None = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = _Progress("dump-log", total)
+        bar.advance(done - bar.done)
+
+    try:
+        return dump_files(files, options, sys.stdout, sys.stderr, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
@@ -575,6 +604,27 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a topic setting for the logs, Kafka's name (repeatable)")
 
+    p = command("dump-log", "print segment, offset index and time index files as Kafka's "
+                "kafka-dump-log.sh does (same lines, same problem reports)",
+                "kafkastore dump-log --files 00000000000000000000.log --deep-iteration "
+                "--print-data-log", _cmd_dump_log)
+    p.add_argument("--files", required=True, help="comma-separated .log/.index/.timeindex "
+                   "files, dumped in order")
+    p.add_argument("--print-data-log", "--print-data-logs", dest="print_data_log",
+                   action="store_true", help="print keys and values (implies "
+                   "--deep-iteration)")
+    p.add_argument("--deep-iteration", action="store_true", help="print every record")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="check index entries against the log without printing them")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="only run the index's sanity check")
+    p.add_argument("--max-message-size", type=int, default=5 * 1024 * 1024,
+                   help="bytes read at each offset index entry (default 5242880)")
+    p.add_argument("--max-bytes", type=int, help="read only this many bytes of each .log")
+    p.add_argument("--skip-record-metadata", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per batch, record, index entry and problem")
+
     p = command("describe", "list the partitions of a log directory: segments, offsets, sizes",
                 "kafkastore describe /var/lib/kafka/data --topic orders", _cmd_describe)
     p.add_argument("directory", help="a log directory (holds <topic>-<partition> directories)")
@@ -654,6 +704,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # the reader went away (``| head``): stop quietly, as Unix tools do; stdout goes
+        # to /dev/null so the interpreter's final flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141   # 128 + SIGPIPE
     except UsageError as err:
         print(f"kafkastore {args.command}: {err}", file=sys.stderr)
         return EXIT_USAGE

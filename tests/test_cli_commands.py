@@ -167,3 +167,24 @@ def test_the_commands_run_as_a_real_process(tmp_path):
     res = subprocess.run([sys.executable, "-m", "kafkastore", "verify", "--help"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0 and "example:" in res.stdout
+
+
+def test_dump_log_through_the_cli_matches_the_module(tmp_path, capsys):
+    """``kafkastore dump-log`` is kafkastore.dump with Kafka's options; both spellings of
+    --print-data-log work; a missing file is one line and exit code 1."""
+    import io
+
+    from kafkastore.dump import DumpOptions, dump_files
+
+    make_store(tmp_path, partitions=1)
+    seg = sorted((tmp_path / "orders-0").glob("*.log"))[0]
+    for flag in ("--print-data-log", "--print-data-logs"):
+        code, out, err = run(capsys, "dump-log", "--files", seg, flag)
+        assert code == 0 and err == ""
+        expected = io.StringIO()
+        dump_files([str(seg)], DumpOptions(print_data_log=True), expected, io.StringIO())
+        assert out == expected.getvalue()
+        assert "| offset: 0 CreateTime: 1000 keySize: 2 valueSize: 4" in out
+        assert "key: k0 payload: v0-0" in out
+    code, out, err = run(capsys, "dump-log", "--files", tmp_path / "nope.log")
+    assert code == 1 and "nope.log" in err and "Traceback" not in err
