@@ -76,17 +76,18 @@ from kafkastore.errors import (
     KafkaStoreError,
     LogCleaningAbortedError,
 )
+from kafkastore.file_records import read_chunks
 from kafkastore.log import Log
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     RECORD_BATCH_OVERHEAD,
+    V2_HEADER,
     ControlRecordType,
     assemble_batch_v2,
     encode_batch,
     iter_batches,
     parse_control_record,
 )
-from kafkastore.file_records import read_chunks
 from kafkastore.segment import CLEANED_FILE_SUFFIX, LogSegment
 from kafkastore.topic import TopicPartition
 
@@ -115,7 +116,6 @@ SkimpyOffsetMap = _offset_map.SkimpyOffsetMap
 
 _INT_MAX = (1 << 31) - 1
 _LONG_MAX = (1 << 63) - 1
-_HEADER = struct.Struct(">qiibIhiqqqhii")   # the v2 batch header from its base offset
 _PREFIX = struct.Struct(">qi")             # every entry: offset, size
 _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
@@ -358,7 +358,7 @@ def _scan_producers(log: Log, now_ms: int, expiration_ms: int) -> _ProducerState
             if entry.magic < 2 or len(raw) < RECORD_BATCH_OVERHEAD:
                 continue
             (base, length, _ple, _magic, _crc, attrs, lod, _bts, max_ts, pid, epoch,
-             _seq, _count) = _HEADER.unpack_from(raw)
+             _seq, _count) = V2_HEADER.unpack_from(raw)
             if pid < 0:
                 continue
             last_offset = base + lod
@@ -582,7 +582,7 @@ class _Batch:
         if magic >= 2:
             (b.base_offset, _len, b.leader_epoch, _m, _crc, b.attributes, lod,
              b.base_timestamp, b.max_timestamp, b.producer_id, b.producer_epoch,
-             b.base_sequence, b.count) = _HEADER.unpack_from(view, position)
+             b.base_sequence, b.count) = V2_HEADER.unpack_from(view, position)
             b.last_offset = b.base_offset + lod
         else:
             b.base_offset = b.last_offset = _PREFIX.unpack_from(view, position)[0]

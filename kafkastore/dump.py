@@ -152,6 +152,7 @@ from kafkastore.file_records import MAX_SEGMENT_SIZE, BatchHeader, FileRecords
 from kafkastore.index import OffsetIndex, TimeIndex
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    V2_HEADER,
     iter_batches,
     parse_control_record,
     read_batch,
@@ -262,22 +263,7 @@ _PROGRESS_STEP = 256 << 10
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
-_V2_HEADER = struct.Struct(
-    ">"
-    "q"  # baseOffset
-    "i"  # batchLength
-    "i"  # partitionLeaderEpoch
-    "b"  # magic
-    "I"  # crc
-    "h"  # attributes
-    "i"  # lastOffsetDelta
-    "q"  # baseTimestamp
-    "q"  # maxTimestamp
-    "q"  # producerId
-    "h"  # producerEpoch
-    "i"  # baseSequence
-    "i"  # recordsCount
-)
+_V2_HEADER = V2_HEADER   # (kafkastore.records: one definition of the layout)
 _LEGACY_PREFIX = struct.Struct(
     ">"
     "q"  # offset (a wrapper's: its last inner offset)

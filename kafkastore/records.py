@@ -74,6 +74,7 @@ __all__ = [
     "size_of_varlong",
     "LOG_OVERHEAD",
     "RECORD_BATCH_OVERHEAD",
+    "V2_HEADER",
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
     "NO_TIMESTAMP",
 ]
@@ -462,10 +463,10 @@ def encode_v2(records, base_offset: int, attributes: int, compression_level: int
         offsets, delete_horizon_ms, compress)
 
 
-#: The v2 batch header after the 12-byte entry prefix's offset: batchLength,
-#: partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
-#: maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount.
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+#: The 61-byte v2 batch header, from the entry's first byte: baseOffset, batchLength,
+#: partitionLeaderEpoch, magic, crc (unsigned), attributes, lastOffsetDelta,
+#: baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount.
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _V2_CRC_FROM = 21   # the CRC covers attributes .. the end of the batch
 
 
@@ -490,7 +491,7 @@ def assemble_batch_v2(records_section, count: int, *, base_offset: int, last_off
         attributes &= ~0x07   # an empty batch is never compressed
     size = RECORD_BATCH_OVERHEAD + len(body)
     out = bytearray(size)
-    _V2_HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
+    V2_HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
                          attributes, last_offset_delta, base_timestamp, max_timestamp,
                          producer_id, producer_epoch, base_sequence, count)
     out[RECORD_BATCH_OVERHEAD:] = body
