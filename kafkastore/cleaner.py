@@ -70,7 +70,7 @@ from typing import NamedTuple
 from kafkastore import compression as _compression
 from kafkastore._kernels import offset_map as _offset_map
 from kafkastore.checkpoint import OffsetCheckpointFile
-from kafkastore.config import ConfigError
+from kafkastore.config import ConfigError, resolve_broker_settings
 from kafkastore.errors import (
     CorruptRecordError,
     KafkaStoreError,
@@ -155,20 +155,8 @@ class CleanerConfig:
     __slots__ = tuple(attr for attr, _ in _KEYS.values())
 
     def __init__(self, settings: Mapping[str, object] | None = None, **kw: object) -> None:
-        given = dict(settings or {})
-        given.update(kw)
+        values = resolve_broker_settings(self._KEYS, {**(settings or {}), **kw}, "log cleaner")
         by_attr = {attr: name for name, (attr, _) in self._KEYS.items()}
-        values = {attr: default for attr, default in self._KEYS.values()}
-        for raw_name, value in given.items():
-            name = raw_name if raw_name in self._KEYS else raw_name.replace("_", ".")
-            if name not in self._KEYS:
-                attr = raw_name
-                if attr not in by_attr:
-                    raise ConfigError(f"Unknown log cleaner setting {raw_name!r}; known: "
-                                      f"{sorted(self._KEYS)}", key=str(raw_name))
-                name = by_attr[attr]
-            attr, default = self._KEYS[name]
-            values[attr] = _parse_setting(name, value, default)
         for attr, value in values.items():
             object.__setattr__(self, attr, value)
         if self.num_threads < 1:
@@ -184,11 +172,7 @@ class CleanerConfig:
             if getattr(self, attr) <= 0:
                 raise ConfigError(f"Invalid value {getattr(self, attr)} for configuration "
                                   f"{by_attr[attr]}: must be positive", key=by_attr[attr])
-        if self.map_memory // 24 * self.dedupe_buffer_load_factor <= 1:
-            raise ConfigError(
-                "offset map is too small to fit in even a single message, so log cleaning "
-                "will never make progress. You can increase log.cleaner.dedupe.buffer.size "
-                "or decrease log.cleaner.threads", key="log.cleaner.dedupe.buffer.size")
+        _check_map_size(self.map_memory // _BYTES_PER_SLOT, self.dedupe_buffer_load_factor)
 
     @property
     def map_memory(self) -> int:
@@ -209,26 +193,16 @@ class CleanerConfig:
         return f"CleanerConfig({', '.join(changed)})"
 
 
-def _parse_setting(name: str, value: object, default: object) -> object:
-    try:
-        if isinstance(default, bool):
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text not in ("true", "false"):
-                raise ValueError(text)
-            return text == "true"
-        if isinstance(default, float):
-            number = float(value)  # type: ignore[arg-type]
-            if math.isnan(number):
-                raise ValueError(value)
-            return number
-        if isinstance(value, bool):
-            raise ValueError(value)
-        return int(str(value).strip()) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise ConfigError(f"Invalid value {value!r} for configuration {name}: expected a "
-                          f"{type(default).__name__}", key=name) from None
+_BYTES_PER_SLOT = 24   # SkimpyOffsetMap: a 16-byte digest and an 8-byte offset
+
+
+def _check_map_size(slots: int, load_factor: float) -> None:
+    # Kafka's Cleaner constructor asserts the same
+    if slots * load_factor <= 1:
+        raise ConfigError(
+            "offset map is too small to fit in even a single message, so log cleaning "
+            "will never make progress. You can increase log.cleaner.dedupe.buffer.size "
+            "or decrease log.cleaner.threads", key="log.cleaner.dedupe.buffer.size")
 
 
 # -- statistics and throttling ---------------------------------------------------------------
@@ -401,39 +375,15 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int,
         first_dirty, reset = start, True
     else:
         first_dirty, reset = last_clean_offset, False
-    segments = log.segments
     bounds = [end if first_unstable_offset is None else first_unstable_offset,
-              segments[-1].base_offset]
+              log.active_segment.base_offset]
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
-        for seg in _non_active_from(segments, first_dirty):
+        for seg in log.non_active_segments_from(first_dirty):
             if seg.largest_timestamp() > now_ms - lag:
                 bounds.append(seg.base_offset)
                 break
     return first_dirty, max(first_dirty, min(bounds)), reset
-
-
-def _floor_index(segments: Sequence[LogSegment], offset: int) -> int:
-    """Index of the segment holding ``offset`` (the last with base <= offset), or 0."""
-    lo, hi = 0, len(segments)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if segments[mid].base_offset <= offset:
-            lo = mid + 1
-        else:
-            hi = mid
-    return max(lo - 1, 0)
-
-
-def _segments_between(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
-    """Kafka's ``logSegments(from, to)``: from the segment holding ``start`` to the last
-    with a base offset below ``end``."""
-    return [seg for seg in segments[_floor_index(segments, start):] if seg.base_offset < end]
-
-
-def _non_active_from(segments: Sequence[LogSegment], offset: int) -> list[LogSegment]:
-    """Kafka's ``nonActiveLogSegmentsFrom``."""
-    return list(segments[_floor_index(segments, offset):-1])
 
 
 @dataclass
@@ -449,15 +399,15 @@ class LogToClean:
     cleanable_bytes: int = 0
 
     def __post_init__(self) -> None:
-        segments = self.log.segments
+        log = self.log
         # Kafka's calculateCleanableBytes: the round stops at a segment boundary
-        non_active = _non_active_from(segments, self.first_uncleanable_offset)
-        boundary = (non_active[0] if non_active else segments[-1]).base_offset
+        non_active = log.non_active_segments_from(self.first_uncleanable_offset)
+        boundary = (non_active[0] if non_active else log.active_segment).base_offset
         self.first_uncleanable_offset = boundary
-        self.cleanable_bytes = sum(seg.size for seg in _segments_between(
-            segments, min(self.first_dirty_offset, boundary), boundary))
-        self.clean_bytes = sum(seg.size for seg in segments
-                               if seg.base_offset < self.first_dirty_offset)
+        self.cleanable_bytes = sum(seg.size for seg in log.segments_between(
+            min(self.first_dirty_offset, boundary), boundary))
+        self.clean_bytes = sum(seg.size for seg in log.segments_between(
+            -1, self.first_dirty_offset))   # Kafka's logSegments(-1, firstDirtyOffset)
 
     @property
     def total_bytes(self) -> int:
@@ -471,7 +421,7 @@ class LogToClean:
 def max_compaction_delay(log: Log, first_dirty_offset: int, now_ms: int) -> int:
     """How far past ``max.compaction.lag.ms`` the oldest dirty record is (0 if not)."""
     stamps = [ts for ts in (seg.get_first_batch_timestamp()
-                            for seg in _non_active_from(log.segments, first_dirty_offset))
+                            for seg in log.non_active_segments_from(first_dirty_offset))
               if ts > 0]
     earliest = min(stamps) if stamps else _LONG_MAX
     clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
@@ -484,35 +434,31 @@ def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_in
     index sizes and time index sizes each add up to at most ``max_size`` /
     ``max_index_size``, and whose offsets fit one segment (within ``2**31 - 1`` of the
     group's base; an empty segment always joins)."""
+    limits = (max_size, max_index_size, max_index_size)
     groups: list[list[LogSegment]] = []
     i, n = 0, len(segments)
     while i < n:
-        group = [segments[i]]
-        log_size = segments[i].size
-        index_size = _index_bytes(segments[i], time_index=False)
-        time_index_size = _index_bytes(segments[i], time_index=True)
+        group, totals = [segments[i]], _sizes(segments[i])
         i += 1
         while i < n:
             nxt = segments[i]
+            sizes = _sizes(nxt)
             last_estimate = (segments[i + 1].base_offset - 1 if i + 1 < n
                              else first_uncleanable_offset - 1)
-            if not (log_size + nxt.size <= max_size
-                    and index_size + _index_bytes(nxt, time_index=False) <= max_index_size
-                    and time_index_size + _index_bytes(nxt, time_index=True) <= max_index_size
-                    and (nxt.size == 0 or last_estimate - group[0].base_offset <= _INT_MAX)):
+            if (any(t + s > limit for t, s, limit in zip(totals, sizes, limits))
+                    or (nxt.size and last_estimate - group[0].base_offset > _INT_MAX)):
                 break
             group.append(nxt)
-            log_size += nxt.size
-            index_size += _index_bytes(nxt, time_index=False)
-            time_index_size += _index_bytes(nxt, time_index=True)
+            totals = tuple(t + s for t, s in zip(totals, sizes))
             i += 1
         groups.append(group)
     return groups
 
 
-def _index_bytes(segment: LogSegment, *, time_index: bool) -> int:
-    index = segment.time_index if time_index else segment.offset_index
-    return index.entries * index.ENTRY_SIZE
+def _sizes(segment: LogSegment) -> tuple[int, int, int]:
+    """The ``.log``, offset index and time index bytes of ``segment``."""
+    oi, ti = segment.offset_index, segment.time_index
+    return segment.size, oi.entries * oi.ENTRY_SIZE, ti.entries * ti.ENTRY_SIZE
 
 
 # -- one round ----------------------------------------------------------------------------------
@@ -617,10 +563,7 @@ class Cleaner:
         self.config = config or CleanerConfig()
         self.offset_map = offset_map if offset_map is not None \
             else SkimpyOffsetMap(self.config.map_memory)
-        if self.offset_map.slots * self.config.dedupe_buffer_load_factor <= 1:
-            raise ConfigError("offset map is too small to fit in even a single message, so "
-                              "log cleaning will never make progress",
-                              key="log.cleaner.dedupe.buffer.size")
+        _check_map_size(self.offset_map.slots, self.config.dedupe_buffer_load_factor)
         self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second)
         self._time_ms = time_ms
         self._check_done = check_done or (lambda log: None)
@@ -639,8 +582,7 @@ class Cleaner:
         truncated = log.truncated_to   # a truncation during the round aborts it
         if producers is None:
             producers = _scan_producers(log, now, self.config.producer_id_expiration_ms)
-        segments = log.segments
-        clean_part = _segments_between(segments, 0, to_clean.first_dirty_offset)
+        clean_part = log.segments_between(0, to_clean.first_dirty_offset)
         legacy_delete_horizon = (clean_part[-1].last_modified()
                                  - log.config.delete_retention_ms) if clean_part else 0
         upper_bound = to_clean.first_uncleanable_offset
@@ -649,9 +591,9 @@ class Cleaner:
         stats.map_complete_time = time.monotonic()
         tracker = _TxnTracker()
         self._check_unchanged(log, truncated)
-        # (the end offset is at most the active segment's base: Kafka's
-        # logSegments(0, endOffset) never reaches the active segment)
-        groups = group_segments_by_size(_segments_between(log.segments[:-1], 0, end_offset),
+        # (Kafka's logSegments(0, endOffset) never reaches the active segment)
+        end = min(end_offset, log.active_segment.base_offset)
+        groups = group_segments_by_size(log.segments_between(0, end),
                                         log.config.segment_bytes,
                                         log.config.segment_index_bytes, upper_bound)
         for group in groups:
@@ -667,7 +609,7 @@ class Cleaner:
                           stats: CleanerStats) -> None:
         omap = self.offset_map
         omap.clear()
-        dirty = _segments_between(log.segments, start, end)
+        dirty = log.segments_between(start, end)
         tracker = _TxnTracker()
         tracker.add_aborted(producers.aborted_between(start, end))
         max_entries = int(omap.slots * self.config.dedupe_buffer_load_factor)
@@ -798,7 +740,6 @@ class Cleaner:
         if b.magic < 2:
             return self._filter_legacy(view, b, stats, retain_legacy_deletes, upper_bound)
         # checkBatchRetention
-        control_type = None
         if b.is_control:
             control_type = _control_type(view, b.position, b.size) if b.count else None
             can_discard = tracker.on_control_batch(b.producer_id, b.last_offset, control_type)
@@ -846,7 +787,7 @@ class Cleaner:
                 section = self._records_section(view, b, log)
                 mask = b"\x01" * b.count
             horizon = now + delete_retention if needs_horizon else b.delete_horizon
-            return self._rebuild(b, section, mask, kept, horizon, log)
+            return self._rebuild(b, section, mask, kept, horizon)
         if retention == _RETAIN_EMPTY:
             return assemble_batch_v2(
                 b"", 0, base_offset=b.base_offset, last_offset_delta=b.last_offset - b.base_offset,
@@ -856,7 +797,7 @@ class Cleaner:
                 partition_leader_epoch=b.leader_epoch), b.max_timestamp
         return None
 
-    def _rebuild(self, b: _Batch, section, mask, kept: int, horizon: int | None, log: Log):
+    def _rebuild(self, b: _Batch, section, mask, kept: int, horizon: int | None):
         """The batch with only the ``mask`` records (Kafka's ``buildRetainedRecordsInto``)."""
         log_append = b.attributes & _TIMESTAMP_TYPE_BIT
         # without a horizon the first kept record's timestamp is the base, as in Kafka
@@ -901,18 +842,16 @@ class Cleaner:
                     original = False
         stats.messages_read += total
         stats.messages_written += len(kept)
-        if batch is None:
-            return None
         if kept:
             max_ts = max(r.timestamp for r in kept)
-        if kept and original:
-            return bytes(raw), max_ts
-        if kept:
-            data = encode_batch(
+            if original:
+                return bytes(raw), max_ts
+            return encode_batch(
                 [(r.key, r.value, r.timestamp) for r in kept], magic=batch.magic,
                 base_offset=kept[0].offset, compression=batch.compression,
-                timestamp_type=batch.timestamp_type, offsets=[r.offset for r in kept])
-            return data, max_ts
+                timestamp_type=batch.timestamp_type, offsets=[r.offset for r in kept]), max_ts
+        if batch is None:
+            return None
         if b.last_offset + 1 == upper_bound:
             raise KafkaStoreError(   # Kafka: IllegalStateException, the log goes uncleanable
                 f"Empty batches are only supported for magic v2 and above (entry at offset "

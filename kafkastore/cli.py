@@ -326,12 +326,13 @@ def _parse_settings(pairs) -> dict:
     return out
 
 
-def _manager(args: argparse.Namespace, **kw):
+def _manager(args: argparse.Namespace, *, must_exist: bool = True):
+    """A LogManager on the command's directory, its --config settings, no thread."""
     from kafkastore.manager import LogManager
 
-    return LogManager(_log_dir(args.directory) if kw.pop("must_exist", True)
-                      else args.directory, _parse_settings(getattr(args, "config", None)),
-                      background=False, **kw)
+    directory = _log_dir(args.directory) if must_exist else args.directory
+    return LogManager(directory, _parse_settings(getattr(args, "config", None)),
+                      background=False)
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:

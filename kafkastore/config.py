@@ -30,7 +30,7 @@ from typing import Literal, NamedTuple, Protocol
 from kafkastore.errors import ConfigError
 from kafkastore.types import CompressionType, TimestampType
 
-__all__ = ["LONG_MAX", "LogConfig", "parse_properties"]
+__all__ = ["LONG_MAX", "LogConfig", "parse_properties", "resolve_broker_settings"]
 
 #: Java's ``Long.MAX_VALUE``; Kafka's default for the settings that are off
 #: unless set (``flush.messages``, ``flush.ms``, ``max.compaction.lag.ms``...).
@@ -137,6 +137,33 @@ def _parse_string(key: str, value: object) -> str:
     if not isinstance(value, str):
         raise _invalid(key, value, f"Expected value to be a string, but it was a {_type_name(value)}")
     return _java_trim(value)
+
+
+def resolve_broker_settings(keys: Mapping[str, tuple[str, object]],
+                            given: Mapping[str, object], what: str) -> dict[str, object]:
+    """Broker-level settings (the ``LogManager``'s, the log cleaner's) by name.
+
+    ``keys`` maps each Kafka name to ``(attribute, default)``; a setting in ``given`` may
+    be named the Kafka way (``log.cleaner.threads``), with underscores
+    (``log_cleaner_threads``) or by its attribute. Values are parsed as Kafka's
+    ``ConfigDef`` does, by the default's type (bool, float: DOUBLE, int: LONG). Returns
+    ``{attribute: value}`` for every key, defaults filled in. Raises
+    :class:`~kafkastore.errors.ConfigError` for an unknown name or a bad value.
+    """
+    by_attr = {attr: name for name, (attr, _) in keys.items()}
+    values = {attr: default for attr, default in keys.values()}
+    for raw_name, value in given.items():
+        name = raw_name if raw_name in keys else str(raw_name).replace("_", ".")
+        if name not in keys:
+            name = by_attr.get(raw_name)   # type: ignore[assignment]
+            if name is None:
+                raise ConfigError(f"Unknown {what} setting {raw_name!r}; known: "
+                                  f"{sorted(keys)}", key=str(raw_name))
+        attr, default = keys[name]
+        parse = (_parse_bool if isinstance(default, bool)
+                 else _parse_double if isinstance(default, float) else _parse_long)
+        values[attr] = parse(name, value)
+    return values
 
 
 _POLICIES = ("compact", "delete")

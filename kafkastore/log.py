@@ -141,13 +141,35 @@ class _AppendPlan(NamedTuple):
     timestamp_window: bool   # message.timestamp.before/after.max.ms limit anything
 
     @classmethod
-    def of(cls, config: LogConfig, log: Log) -> _AppendPlan:
-        codec = log._target_codec(None, config)
+    def of(cls, config: LogConfig) -> _AppendPlan:
+        codec = _target_codec(config, None)
         log_append = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         return cls(int(codec) | (_TS_TYPE_BIT if log_append else 0),
-                   log._codec_level(codec, config), log_append,
+                   _codec_level(config, codec), log_append,
                    config.message_timestamp_before_max_ms < _NO_LIMIT
                    or config.message_timestamp_after_max_ms < _NO_LIMIT)
+
+
+def _target_codec(config: LogConfig, compression) -> CompressionType:
+    """The codec of an append: the call's, else ``compression.type`` (``producer``:
+    uncompressed, as records appended here come from no producer)."""
+    if compression is not None:
+        return CompressionType.parse(compression)
+    if config.compression_type == "producer":
+        return CompressionType.NONE
+    return CompressionType.parse(config.compression_type)
+
+
+def _codec_level(config: LogConfig, codec) -> int | None:
+    """``compression.<codec>.level`` for ``codec`` (None: the codec's default)."""
+    if codec == CompressionType.GZIP:
+        level = config.compression_gzip_level
+        return None if level == -1 else level
+    if codec == CompressionType.LZ4:
+        return config.compression_lz4_level
+    if codec == CompressionType.ZSTD:
+        return config.compression_zstd_level
+    return None
 
 
 class Log:
@@ -404,7 +426,7 @@ class Log:
     @config.setter
     def config(self, config: LogConfig) -> None:
         # set together, so an append sees either the old pair or the new one
-        self._config, self._plan = config, _AppendPlan.of(config, self)
+        self._config, self._plan = config, _AppendPlan.of(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -507,9 +529,9 @@ class Log:
             plan = self._plan
             attributes, level = plan.attributes, plan.level
             if compression is not None:
-                codec = self._target_codec(compression)
+                codec = _target_codec(self._config, compression)
                 attributes = (attributes & ~0x07) | int(codec)
-                level = self._codec_level(codec)
+                level = _codec_level(self._config, codec)
             if compression_level is not None:
                 validate_level(attributes & 0x07, compression_level)
                 level = compression_level
@@ -523,7 +545,7 @@ class Log:
                              base_sequence, partition_leader_epoch)
             last = first + _I32.unpack_from(data, _V2_LAST_OFFSET_DELTA)[0]
             max_ts = _I64.unpack_from(data, _V2_MAX_TS)[0]
-            if plan.timestamp_window and not log_append:
+            if plan.timestamp_window and not log_append:   # (no call on the hot path)
                 self._check_timestamps(data, now)
             size = len(data)
             self._check_batch_size(size, 0)
@@ -681,10 +703,10 @@ class Log:
 
     def _check_timestamps(self, data, now: int) -> None:
         """Kafka's CreateTime window (``message.timestamp.before/after.max.ms``)."""
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        if before >= (1 << 63) - 1 and after >= (1 << 63) - 1:
+        if not self._plan.timestamp_window:
             return  # the default: no window, nothing to decode
+        before = self._config.message_timestamp_before_max_ms
+        after = self._config.message_timestamp_after_max_ms
         for batch in iter_batches(data, validate=False):
             for record in batch:
                 ts = record.timestamp
@@ -693,25 +715,6 @@ class Log:
                         f"Timestamp {ts} of message with offset {record.offset} is out of "
                         f"range. The timestamp should be within [{now - before}, "
                         f"{now + after}]", offset=record.offset, path=self.dir)
-
-    def _target_codec(self, compression, config: LogConfig | None = None):
-        if compression is not None:
-            return CompressionType.parse(compression)
-        configured = (config or self._config).compression_type
-        if configured == "producer":
-            return CompressionType.NONE
-        return CompressionType.parse(configured)
-
-    def _codec_level(self, codec, config: LogConfig | None = None) -> int | None:
-        config = config or self._config
-        if codec == CompressionType.GZIP:
-            level = config.compression_gzip_level
-            return None if level == -1 else level
-        if codec == CompressionType.LZ4:
-            return config.compression_lz4_level
-        if codec == CompressionType.ZSTD:
-            return config.compression_zstd_level
-        return None
 
     def _empty_info(self) -> LogAppendInfo:
         return LogAppendInfo(self._next_offset, self._next_offset - 1, -1, -1, -1,
@@ -800,7 +803,7 @@ class Log:
         old = self._recovery_point
         new_dir_entries = False
         try:
-            for seg in self._segments_overlapping(old, offset):
+            for seg in self.segments_between(old, offset):
                 seg.flush()
                 if seg.base_offset >= old:
                     new_dir_entries = True
@@ -814,12 +817,23 @@ class Log:
         self._recovery_point = offset
         self._last_flush_ms = self._time_ms() if now_ms is None else now_ms
 
-    def _segments_overlapping(self, start: int, end: int) -> list[LogSegment]:
+    def segments_between(self, start: int, end: int) -> list[LogSegment]:
+        """Kafka's ``logSegments(from, to)``: the segments holding offsets of
+        ``[start, end)``, from the one holding ``start`` to the last based below ``end``
+        (empty when ``end <= start``)."""
         if end <= start:
             return []
-        i = max(0, bisect.bisect_right(self._bases, start) - 1)
-        j = bisect.bisect_left(self._bases, end)
-        return list(self._segments[i:j])
+        segments, bases = self._segments, self._bases
+        i = max(0, bisect.bisect_right(bases, start) - 1)
+        j = bisect.bisect_left(bases, end)
+        return list(segments[i:j])
+
+    def non_active_segments_from(self, offset: int) -> list[LogSegment]:
+        """Kafka's ``nonActiveLogSegmentsFrom``: from the segment holding ``offset`` up to,
+        not including, the active segment."""
+        segments, bases = self._segments, self._bases
+        i = max(0, bisect.bisect_right(bases, offset) - 1)
+        return list(segments[i:-1])
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when ``flush.ms`` has passed since the last flush (the manager's flusher)."""

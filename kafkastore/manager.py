@@ -58,7 +58,7 @@ from kafkastore.checkpoint import (
     OffsetCheckpointFile,
 )
 from kafkastore.cleaner import CleanerConfig, CleanerStats, LogCleaner
-from kafkastore.config import ConfigError, LogConfig
+from kafkastore.config import ConfigError, LogConfig, resolve_broker_settings
 from kafkastore.errors import CorruptCheckpointError, InvalidPartitionDirError, KafkaStoreError
 from kafkastore.log import Log
 from kafkastore.log_dir import (
@@ -96,39 +96,22 @@ class ManagerConfig:
     """
 
     _KEYS = {
-        "log.retention.check.interval.ms": 300000,
-        "log.flush.scheduler.interval.ms": _LONG_MAX,
-        "log.flush.offset.checkpoint.interval.ms": 60000,
-        "log.flush.start.offset.checkpoint.interval.ms": 60000,
+        "log.retention.check.interval.ms": ("retention_check_interval_ms", 300000),
+        "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _LONG_MAX),
+        "log.flush.offset.checkpoint.interval.ms": ("recovery_point_checkpoint_interval_ms",
+                                                    60000),
+        "log.flush.start.offset.checkpoint.interval.ms": (
+            "log_start_offset_checkpoint_interval_ms", 60000),
     }
-    __slots__ = ("retention_check_interval_ms", "flush_scheduler_interval_ms",
-                 "recovery_point_checkpoint_interval_ms", "log_start_offset_checkpoint_interval_ms")
+    __slots__ = tuple(attr for attr, _ in _KEYS.values())
 
     def __init__(self, settings: Mapping[str, object] | None = None, **kw: object) -> None:
-        given = dict(settings or {})
-        given.update(kw)
-        values = dict(self._KEYS)
-        for name, value in given.items():
-            key = name.replace("_", ".")
-            if key not in values:
-                raise ConfigError(f"Unknown log manager setting {name!r}; known: "
-                                  f"{sorted(self._KEYS)}")
-            try:
-                number = int(value)  # type: ignore[call-overload]
-            except (TypeError, ValueError):
-                raise ConfigError(f"Invalid value {value!r} for {key}: an integer is "
-                                  "expected") from None
-            if number < 1:
-                raise ConfigError(f"Invalid value {number} for {key}: must be >= 1")
-            values[key] = number
-        object.__setattr__(self, "retention_check_interval_ms",
-                           values["log.retention.check.interval.ms"])
-        object.__setattr__(self, "flush_scheduler_interval_ms",
-                           values["log.flush.scheduler.interval.ms"])
-        object.__setattr__(self, "recovery_point_checkpoint_interval_ms",
-                           values["log.flush.offset.checkpoint.interval.ms"])
-        object.__setattr__(self, "log_start_offset_checkpoint_interval_ms",
-                           values["log.flush.start.offset.checkpoint.interval.ms"])
+        values = resolve_broker_settings(self._KEYS, {**(settings or {}), **kw}, "log manager")
+        for name, (attr, _) in self._KEYS.items():
+            if values[attr] < 1:
+                raise ConfigError(f"Invalid value {values[attr]} for {name}: must be >= 1",
+                                  key=name)
+            object.__setattr__(self, attr, values[attr])
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("ManagerConfig is immutable")

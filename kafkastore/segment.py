@@ -151,25 +151,26 @@ class _LazyIndex:
             _fileio.fs.rename(self.path, path)
         self.path = path
 
-    def delete_if_exists(self) -> bool:
+    def _retire(self):
+        """Mark closed (no later open) and hand back the open index, if any."""
         with _LAZY_LOAD_LOCK:
             self._closed = True
             index, self._index = self._index, None
+        return index
+
+    def delete_if_exists(self) -> bool:
+        index = self._retire()
         if index is not None:
             return index.delete_if_exists()
         return _fileio.fs.unlink(self.path)
 
     def close(self) -> None:
-        with _LAZY_LOAD_LOCK:
-            self._closed = True
-            index, self._index = self._index, None
+        index = self._retire()
         if index is not None:
             index.close()
 
     def close_handler(self) -> None:
-        with _LAZY_LOAD_LOCK:
-            self._closed = True
-            index, self._index = self._index, None
+        index = self._retire()
         if index is not None:
             index.close_handler()
 

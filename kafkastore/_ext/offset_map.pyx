@@ -280,6 +280,32 @@ cdef inline int _check_end(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t count,
     return 0
 
 
+# The message of each corrupt-records code ({a} and {b}: the Err's values), as the pure
+# twin words them.
+_CORRUPT_MESSAGES = {
+    E_TRUNC_VARINT: "Found invalid record structure: truncated varint",
+    E_LONG_VARINT: "Varint is too long, the most significant bit in the 5th byte is set",
+    E_LONG_VARLONG: "Varlong is too long, most significant bit in the 10th byte is set",
+    E_RECORD_SIZE: "Invalid record size: declared length {a} but only {b} bytes remain",
+    E_EMPTY: "Found invalid record structure: empty record",
+    E_KEY_NEG: "Invalid key length {a}",
+    E_KEY_PAST: "Found invalid record structure: key past record end",
+    E_VALUE_NEG: "Invalid value length {a}",
+    E_VALUE_PAST: "Found invalid record structure: value past record end",
+    E_HCOUNT_NEG: "Found invalid number of record headers {a}",
+    E_HCOUNT_BIG: "Found invalid number of record headers {a}: more than the record holds",
+    E_HKEY_NEG: "Invalid negative header key size",
+    E_HKEY_PAST: "Found invalid record structure: header key past record end",
+    E_HVAL_NEG: "Invalid header value length {a}",
+    E_HVAL_PAST: "Found invalid record structure: header value past record end",
+    E_SIZE_MISMATCH: ("Invalid record size: expected to read {a} bytes in record payload, "
+                      "but instead read {b}"),
+    E_EOF: "Incorrect declared batch size, premature EOF reached",
+    E_TRAILING: ("Incorrect declared batch size, records still remaining in file "
+                 "({a} bytes after {b} records)"),
+}
+
+
 cdef int _raise_error(Err* e) except -1:
     """Raise the exception for a code the nogil loops reported (messages as the pure twin's)."""
     cdef int code = e.code
@@ -289,46 +315,8 @@ cdef int _raise_error(Err* e) except -1:
     if code == E_TOO_LARGE:
         raise RecordTooLargeError(f"a record of {e.a} bytes does not fit an int32 length",
                                   position=where, limit=INT32_MAX_)
-    if code == E_TRUNC_VARINT:
-        message = "Found invalid record structure: truncated varint"
-    elif code == E_LONG_VARINT:
-        message = "Varint is too long, the most significant bit in the 5th byte is set"
-    elif code == E_LONG_VARLONG:
-        message = "Varlong is too long, most significant bit in the 10th byte is set"
-    elif code == E_RECORD_SIZE:
-        message = f"Invalid record size: declared length {e.a} but only {e.b} bytes remain"
-    elif code == E_EMPTY:
-        message = "Found invalid record structure: empty record"
-    elif code == E_KEY_NEG:
-        message = f"Invalid key length {e.a}"
-    elif code == E_KEY_PAST:
-        message = "Found invalid record structure: key past record end"
-    elif code == E_VALUE_NEG:
-        message = f"Invalid value length {e.a}"
-    elif code == E_VALUE_PAST:
-        message = "Found invalid record structure: value past record end"
-    elif code == E_HCOUNT_NEG:
-        message = f"Found invalid number of record headers {e.a}"
-    elif code == E_HCOUNT_BIG:
-        message = f"Found invalid number of record headers {e.a}: more than the record holds"
-    elif code == E_HKEY_NEG:
-        message = "Invalid negative header key size"
-    elif code == E_HKEY_PAST:
-        message = "Found invalid record structure: header key past record end"
-    elif code == E_HVAL_NEG:
-        message = f"Invalid header value length {e.a}"
-    elif code == E_HVAL_PAST:
-        message = "Found invalid record structure: header value past record end"
-    elif code == E_SIZE_MISMATCH:
-        message = (f"Invalid record size: expected to read {e.a} bytes in record payload, "
-                   f"but instead read {e.b}")
-    elif code == E_EOF:
-        message = "Incorrect declared batch size, premature EOF reached"
-    elif code == E_TRAILING:
-        message = (f"Incorrect declared batch size, records still remaining in file "
-                   f"({e.a} bytes after {e.b} records)")
-    else:  # pragma: no cover - every code is handled above
-        message = f"corrupt records (error {code})"
+    template = _CORRUPT_MESSAGES.get(code, "corrupt records (error {code})")
+    message = template.format(a=e.a, b=e.b, code=code)
     raise CorruptRecordError(message, position=where)
 
 
