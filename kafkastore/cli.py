@@ -5,7 +5,7 @@ directory and reads it back three ways (header scan, record objects, numpy
 columns), printing what a Kafka operator would look at. ``dump-log`` prints files as
 Kafka's ``kafka-dump-log.sh`` does (:mod:`kafkastore.dump`); ``describe``, ``produce``,
 ``consume``, ``verify`` (``--repair``), ``compact`` and ``retention`` work on a log
-directory. ``kafkastore COMMAND --help`` shows each one's options and an example.
+directory; ``bench`` runs the benchmark suite's workloads beside the peers. ``kafkastore COMMAND --help`` shows each one's options and an example.
 
 ``main(argv=None) -> int`` is the entry point, so the CLI can be driven from
 tests and from Python.
@@ -577,6 +577,34 @@ def _cmd_retention(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from kafkastore.bench.suite import environment, format_table, run_suite
+
+    workloads = [w for w in args.workloads.split(",") if w]
+    codecs = [c for c in args.codecs.split(",") if c]
+    bar = _Progress("bench", len(workloads) + (len(codecs) - 1) * sum(
+        w in ("encode", "decode", "columns") for w in workloads))
+    try:
+        results = run_suite(args.records, workloads=workloads, codecs=codecs, reps=args.reps,
+                            progress=lambda label: bar.advance(1), directory=args.tmp_dir)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        bar.close()
+    env = environment()
+    if args.json:
+        print(json.dumps({"records": args.records, "reps": args.reps, "environment": env,
+                          "results": [r.as_dict() for r in results]}))
+        return EXIT_OK
+    print(f"kafkastore bench: {args.records:,} records, best of {args.reps} reps, "
+          "kafkastore and each peer alternating in one process")
+    print("; ".join(f"{k} {v}" for k, v in env.items()))
+    print("ratio = peer time / kafkastore time: above 1, kafkastore is faster")
+    print()
+    print(format_table(results, markdown=args.markdown))
+    return EXIT_OK
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkastore",
@@ -696,6 +724,27 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory")
     p.add_argument("--topic")
     config_option(p)
+
+    from kafkastore.bench.suite import CODECS, WORKLOADS
+
+    p = command("bench", "run the benchmark suite's standard workloads at a chosen size, "
+                "kafkastore beside aiokafka and kafka-python (when installed), and print "
+                "the ratios", "kafkastore bench --records 200000 --workloads encode,decode "
+                "--codecs none,zstd", _cmd_bench)
+    p.add_argument("--records", type=int, default=100_000,
+                   help="records in the workload (default 100000; at least 1000)")
+    p.add_argument("--reps", type=int, default=3, help="timed rounds; the best counts "
+                   "(default 3)")
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help=f"comma-separated, from {','.join(WORKLOADS)} (default: all)")
+    p.add_argument("--codecs", default=",".join(CODECS), help="codecs of the encode, "
+                   f"decode and columns workloads (default {','.join(CODECS)})")
+    p.add_argument("--tmp-dir", help="where the workload's files go (default: the system's "
+                   "temporary directory)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object: environment and "
+                     "every comparison")
+    out.add_argument("--markdown", action="store_true", help="the table in markdown")
     return parser
 
 

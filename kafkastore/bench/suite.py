@@ -1,0 +1,479 @@
+"""``kafkastore bench``: the asv suite's standard workloads, kafkastore beside its peers.
+
+:func:`run_suite` runs each workload at a chosen size in this process, kafkastore and each
+peer (or baseline) of that workload alternating rep by rep, and returns one
+:class:`Comparison` per pair: best time of each side and the ratio
+``peer time / kafkastore time`` (above 1: kafkastore is faster). A peer that is not
+installed gives a comparison with ``skipped`` set to the reason, never a number.
+
+The workloads are the asv suite's (``asv_bench/benchmarks``), from the same code
+(:mod:`kafkastore.bench.workload`, ``.log``, ``.index``, ``.cleaner``):
+
+======== ============================================= ====================================
+name     kafkastore                                    measured against
+======== ============================================= ====================================
+encode   ``encode_batch``, 1000 records a batch         aiokafka_c, kafka_python builders
+decode   ``iter_batches`` to record objects, CRC        aiokafka_c, kafka_python, each also
+         checked                                        checking every batch's CRC
+columns  ``decode_columns`` (numpy), CRC checked        aiokafka_c decoding to objects, CRC
+scan     ``scan_batches(validate=True)``                aiokafka_c / kafka_python
+                                                        ``validate_crc()`` walk; raw crc32c
+index    1000 ``OffsetIndex.lookup`` in a full 10 MiB   numpy ``searchsorted`` on a view of
+         index                                          the same map
+append   ``Log.append``, 100 records a call             aiokafka_c builder + ``file.write``
+read     one random-offset ``Log.read``, 10 segments    ``os.pread`` of the same size
+recovery ``LogSegment.recover`` of one segment          crc32c over its bytes
+clean    ``cleaner.clean`` (n records, n/10 keys)       naive aiokafka_c compactor
+======== ============================================= ====================================
+
+This is the quick side-by-side look at a size of the user's choosing, in one process.
+For numbers against the issue's bars use ``asv_bench/compare_peers.py`` (a fresh
+interpreter per cell) and ``asv_bench/compare_log.py``; for history, asv. Only ratios
+from one run mean anything: absolute times drift between runs on a shared machine.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["WORKLOADS", "CODECS", "Comparison", "run_suite", "environment", "format_table"]
+
+#: The workloads, in the order they run.
+WORKLOADS = ("encode", "decode", "columns", "scan", "index", "append", "read", "recovery",
+             "clean")
+#: Codecs the record workloads run with (any of none, gzip, snappy, lz4, zstd).
+CODECS = ("none", "lz4", "zstd")
+#: A rep of a sub-millisecond operation repeats it until it lasts this long.
+MIN_REP_S = 0.05
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """kafkastore against one peer on one workload, best of the reps.
+
+    ``ratio`` is ``peer_s / kafkastore_s``: above 1 kafkastore is faster. ``unit`` and
+    ``count`` describe one timed call (``count`` records, lookups or bytes), so a rate
+    can be derived. ``skipped`` is why the peer did not run (it is not installed).
+    """
+
+    workload: str
+    variant: str
+    peer: str
+    kafkastore_s: float
+    peer_s: float | None
+    count: int
+    unit: str
+    skipped: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.peer_s is None or self.kafkastore_s <= 0:
+            return None
+        return self.peer_s / self.kafkastore_s
+
+    def as_dict(self) -> dict:
+        return {"workload": self.workload, "variant": self.variant, "peer": self.peer,
+                "kafkastore_s": self.kafkastore_s, "peer_s": self.peer_s,
+                "ratio": self.ratio, "count": self.count, "unit": self.unit,
+                "skipped": self.skipped}
+
+
+# A timer is a zero-argument callable returning the seconds of one measured run: most
+# wrap a plain call (_timed); stateful workloads (append, clean) set up a fresh log
+# themselves, untimed, and return the time of the part that is measured.
+Timer = Callable[[], float]
+
+
+def _timed(fn: Callable[[], object], loops: int = 1) -> Timer:
+    def run() -> float:
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            fn()
+        return (time.perf_counter() - t0) / loops
+    return run
+
+
+def _calibrated(fn: Callable[[], object]) -> Timer:
+    """``fn`` repeated enough times a rep to last :data:`MIN_REP_S` (one untimed warm-up
+    call measures it)."""
+    t0 = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t0, 1e-7)
+    return _timed(fn, max(1, int(MIN_REP_S / once)))
+
+
+def _best(timers: dict[str, Timer], reps: int) -> dict[str, float]:
+    """Best seconds of each timer over ``reps`` rounds, the timers alternating within a
+    round so that drift in the machine's load hits them alike."""
+    best = dict.fromkeys(timers, float("inf"))
+    for _ in range(reps):
+        for name, timer in timers.items():
+            gc.collect()
+            best[name] = min(best[name], timer())
+    return best
+
+
+class _Run:
+    """The state of one :func:`run_suite` call: workload data built once, results."""
+
+    def __init__(self, n: int, reps: int, codecs: Sequence[str], tmp: str,
+                 progress: Callable[[str], None] | None) -> None:
+        from kafkastore.bench.workload import make_workload
+
+        self.n, self.reps, self.codecs, self.tmp = n, reps, tuple(codecs), tmp
+        self.progress = progress or (lambda label: None)
+        self.keys, self.values = make_workload(n)
+        self.results: list[Comparison] = []
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def compare(self, workload: str, variant: str, ours: Timer,
+                peers: dict[str, Callable[[], Timer]], count: int, unit: str) -> None:
+        """Build each peer's timer (``NotImplementedError``: the peer is missing), time
+        them against ``ours`` and record one :class:`Comparison` per peer."""
+        timers: dict[str, Timer] = {"kafkastore": ours}
+        skipped: dict[str, str] = {}
+        for name, make in peers.items():
+            try:
+                timers[name] = make()
+            except NotImplementedError as exc:
+                skipped[name] = str(exc)
+        best = _best(timers, self.reps)
+        for name in peers:
+            self.results.append(Comparison(
+                workload, variant, name, best["kafkastore"], best.get(name), count, unit,
+                skipped.get(name)))
+
+    def scratch(self, name: str) -> str:
+        path = os.path.join(self.tmp, name)
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+        return path
+
+    # -- the record workloads ---------------------------------------------------------------
+
+    def blob(self, codec: str) -> bytes:
+        from kafkastore.bench.workload import encode_blob
+
+        return encode_blob(self.keys, self.values, codec)
+
+    def encode(self) -> None:
+        from kafkastore.bench.workload import batch_tuples, load_impl
+
+        batches = batch_tuples(self.keys, self.values)
+        for codec in self.codecs:
+            self.progress(f"encode {codec}")
+
+            def peer(name: str, codec: str = codec) -> Callable[[], Timer]:
+                def make() -> Timer:
+                    impl = load_impl(name)
+                    return _timed(lambda: impl.encode(self.keys, self.values, codec, batches))
+                return make
+
+            ks = load_impl("kafkastore")
+            self.compare("encode", codec,
+                         _timed(lambda c=codec: ks.encode(self.keys, self.values, c, batches)),
+                         {"aiokafka_c": peer("aiokafka_c"),
+                          "kafka_python": peer("kafka_python")},
+                         self.n, "records")
+
+    def decode(self) -> None:
+        self._decoders("decode", "decode", {"aiokafka_c_crc": "decode",
+                                            "kafka_python_crc": "decode"})
+
+    def columns(self) -> None:
+        self._decoders("columns", "columns", {"aiokafka_c_crc": "decode"})
+
+    def _decoders(self, workload: str, ours_op: str, peers: dict[str, str]) -> None:
+        from kafkastore.bench.workload import load_impl
+
+        ks = load_impl("kafkastore")
+        for codec in self.codecs:
+            self.progress(f"{workload} {codec}")
+            blob = self.blob(codec)
+
+            def peer(name: str, op: str, blob: bytes = blob) -> Callable[[], Timer]:
+                def make() -> Timer:
+                    fn = getattr(load_impl(name), op)
+                    return _timed(lambda: fn(blob))
+                return make
+
+            self.compare(workload, codec, _timed(lambda b=blob: getattr(ks, ours_op)(b)),
+                         {name: peer(name, op) for name, op in peers.items()},
+                         self.n, "records")
+
+    def scan(self) -> None:
+        import crc32c
+
+        from kafkastore.bench.workload import load_impl
+
+        self.progress("scan")
+        blob = self.blob("none")
+        ks = load_impl("kafkastore")
+
+        def peer(name: str) -> Callable[[], Timer]:
+            def make() -> Timer:
+                impl = load_impl(name)
+                return _calibrated(lambda: impl.scan(blob))
+            return make
+
+        self.compare("scan", "none", _calibrated(lambda: ks.scan(blob)),
+                     {"aiokafka_c": peer("aiokafka_c"), "kafka_python": peer("kafka_python"),
+                      "crc32c (raw)": lambda: _calibrated(lambda: crc32c.crc32c(blob))},
+                     len(blob), "bytes")
+
+    # -- the index, log and cleaner workloads -----------------------------------------------
+
+    def index(self) -> None:
+        from kafkastore.bench.index import (
+            INDEX_FILE,
+            N_TARGETS,
+            lookup_all,
+            make_targets,
+            open_impl,
+            write_offset_index,
+        )
+
+        self.progress("index")
+        path = os.path.join(self.scratch("index"), INDEX_FILE)
+        write_offset_index(path)
+        targets = make_targets("random")
+        ours, close_ours = open_impl("kafkastore", path)
+        peer, close_peer = open_impl("numpy_view", path)
+        try:
+            self.compare("index", "1000 random lookups, 10 MiB index",
+                         _calibrated(lambda: lookup_all(ours, targets)),
+                         {"numpy searchsorted": lambda: _calibrated(
+                             lambda: lookup_all(peer, targets))},
+                         N_TARGETS, "lookups")
+        finally:
+            close_ours()
+            close_peer()
+
+    def append(self) -> None:
+        from kafkastore.bench.log import NaiveAiokafkaLog, append_records, chunks, log_config
+        from kafkastore.log import Log
+
+        self.progress("append")
+        batches = chunks(self.keys, self.values, 100)
+
+        def ours() -> float:
+            log = Log.open(self.scratch("append"), log_config())
+            try:
+                return append_records(log, batches)
+            finally:
+                log.close()
+
+        def naive() -> Timer:
+            try:
+                import aiokafka.record._crecords  # noqa: F401  (never the fallback)
+            except ImportError as exc:
+                raise NotImplementedError(f"aiokafka's Cython codec is missing: {exc}") \
+                    from exc
+
+            def run() -> float:
+                log = NaiveAiokafkaLog(self.scratch("append-naive"))
+                try:
+                    return log.append_records(batches)
+                finally:
+                    log.close()
+            return run
+
+        self.compare("append", "100 records a call", ours, {"naive aiokafka_c log": naive},
+                     self.n, "records")
+
+    def read(self) -> None:
+        from kafkastore.bench.log import build_segmented_log
+        from kafkastore.log import Log
+
+        self.progress("read")
+        directory = self.scratch("read")
+        config = build_segmented_log(directory, self.keys, self.values)
+        log = Log.open(directory, config)
+        try:
+            size = log.read(0, 1).size
+            rng = random.Random(1)
+            k = 2000
+            offsets = [rng.randrange(log.log_end_offset) for _ in range(k)]
+            # the baseline reads as much from a random place of a random segment of the
+            # same log, so both touch the same spread of the page cache
+            files = [(s.log.fileno(), s.size - size) for s in log.segments if s.size > size]
+            where = [(fd, rng.randrange(limit))
+                     for fd, limit in (rng.choice(files) for _ in range(k))]
+
+            def ours() -> None:
+                for o in offsets:
+                    log.read(o, size, False).to_bytes()
+
+            def pread() -> None:
+                for fd, position in where:
+                    os.pread(fd, size, position)
+
+            self.compare("read", f"random offset, {len(log.segments)} segments, {size} B",
+                         _timed(ours), {"os.pread": lambda: _timed(pread)}, k, "reads")
+        finally:
+            log.close()
+
+    def recovery(self) -> None:
+        import crc32c
+
+        from kafkastore.bench.log import log_config, ready_batches
+        from kafkastore.log import Log
+
+        self.progress("recovery")
+        directory = self.scratch("recovery")
+        config = log_config(**{"segment.bytes": (1 << 31) - 1})
+        log = Log.open(directory, config)
+        for data in ready_batches(self.keys, self.values, 1000):
+            log.append_batches(data)
+        log.close()
+        log = Log.open(directory, config)
+        try:
+            segment = log.segments[0]
+            data = segment.log.read(0, segment.size)
+            self.compare("recovery", f"{segment.size / 2**20:.1f} MiB segment",
+                         _timed(segment.recover),
+                         {"crc32c (raw)": lambda: _timed(lambda: crc32c.crc32c(data))},
+                         segment.size, "bytes")
+        finally:
+            log.close()
+
+    def clean(self) -> None:
+        from kafkastore.bench.cleaner import (
+            build_log,
+            clean_kafkastore,
+            copy_log,
+            make_cleaner_workload,
+            naive_compact,
+            require,
+        )
+
+        self.progress("clean")
+        keys, values = make_cleaner_workload(self.n, max(self.n // 10, 1))
+        source = os.path.join(self.scratch("clean"), "source")
+        build_log(source, "uncompressed", keys, values)
+
+        def fresh(name: str) -> str:
+            target = os.path.join(self.tmp, "clean", name)
+            shutil.rmtree(target, ignore_errors=True)
+            return copy_log(source, target)
+
+        def ours() -> float:
+            return clean_kafkastore(fresh("ks"), "uncompressed")[0]
+
+        def naive() -> Timer:
+            require("naive_aiokafka")
+
+            def run() -> float:
+                directory = fresh("naive")
+                t0 = time.perf_counter()
+                naive_compact(directory, os.path.join(directory, "out"), "uncompressed")
+                return time.perf_counter() - t0
+            return run
+
+        self.compare("clean", f"uncompressed, {max(self.n // 10, 1)} keys", ours,
+                     {"naive aiokafka_c compactor": naive}, self.n, "records")
+
+
+def run_suite(records: int = 100_000, *, workloads: Iterable[str] = WORKLOADS,
+              codecs: Sequence[str] = CODECS, reps: int = 3,
+              progress: Callable[[str], None] | None = None,
+              directory: str | None = None) -> list[Comparison]:
+    """Run ``workloads`` on ``records`` records, ``reps`` rounds each; the comparisons.
+
+    ``progress(label)`` is called as each workload (and codec) starts. Files go to a
+    temporary directory under ``directory`` (default: the system's), removed at the end.
+    Raises ``ValueError`` for an unknown workload or codec, or a size below 1000 records.
+    """
+    from kafkastore.types import CompressionType
+
+    workloads = list(workloads)
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"unknown workload(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join(WORKLOADS)}")
+    for codec in codecs:
+        try:
+            CompressionType[codec.upper()]
+        except KeyError:
+            raise ValueError(f"unknown codec {codec!r}; choose from none, gzip, snappy, lz4, "
+                             "zstd") from None
+    if records < 1000:
+        raise ValueError(f"records must be at least 1000 (one batch), not {records}")
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, not {reps}")
+    tmp = tempfile.mkdtemp(prefix="kafkastore-bench-", dir=directory)
+    try:
+        run = _Run(records, reps, codecs, tmp, progress)
+        for name in WORKLOADS:
+            if name in workloads:
+                getattr(run, name)()
+        return run.results
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def environment() -> dict[str, str]:
+    """What the numbers were measured on: versions of kafkastore (and its kernels), Python,
+    the peers (or why they are absent), and the machine's CPUs and load."""
+    import platform
+
+    from kafkastore import __version__
+    from kafkastore._kernels import BACKEND
+    from kafkastore.bench.workload import load_impl
+
+    out = {"kafkastore": f"{__version__} ({BACKEND} kernels)",
+           "python": platform.python_version(), "cpus": str(os.cpu_count())}
+    for name in ("aiokafka_c", "kafka_python"):
+        try:
+            out[name] = load_impl(name).version
+        except NotImplementedError as exc:
+            out[name] = f"absent: {exc}"
+    try:
+        out["load average"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        pass
+    return out
+
+
+def _rate(c: Comparison) -> str:
+    seconds = c.kafkastore_s
+    if c.unit == "records":
+        return f"{c.count / seconds / 1e6:.2f} M rec/s"
+    if c.unit == "bytes":
+        return f"{c.count / seconds / 1e9:.2f} GB/s"
+    return f"{seconds / c.count * 1e6:.2f} us/{c.unit[:-1]}"
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def format_table(results: Sequence[Comparison], markdown: bool = False) -> str:
+    """The comparisons as an aligned text table (or a markdown one): workload, variant,
+    kafkastore's best time and rate, the peer, its best time, and the ratio."""
+    header = ("workload", "variant", "kafkastore", "rate", "peer", "peer time", "ratio")
+    rows = []
+    for c in results:
+        if c.skipped is not None:
+            rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
+                         "-", f"skipped: {c.skipped}"))
+        else:
+            rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
+                         _seconds(c.peer_s), f"{c.ratio:.2f}x"))
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    return "\n".join(line.rstrip() for line in lines)
