@@ -151,22 +151,111 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert message in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
-def test_the_commands_run_as_a_real_process(tmp_path):
-    make_store(tmp_path, partitions=1)
+def _process(*argv, stdin=None):
+    """``python -m kafkastore ARGV`` as a real process (this interpreter, this kafkastore)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    res = subprocess.run([sys.executable, "-m", "kafkastore", "consume", str(tmp_path),
-                          "orders", "--max-records", "2"], capture_output=True, text=True,
-                         env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == ["v0-0", "v0-1"]
-    res = subprocess.run([sys.executable, "-m", "kafkastore", "describe",
-                          str(tmp_path / "missing")], capture_output=True, text=True, env=env,
-                         timeout=120)
-    assert res.returncode == 2 and "no such log directory" in res.stderr
-    assert "Traceback" not in res.stderr
-    res = subprocess.run([sys.executable, "-m", "kafkastore", "verify", "--help"],
-                         capture_output=True, text=True, env=env, timeout=120)
-    assert res.returncode == 0 and "example:" in res.stdout
+    return subprocess.run([sys.executable, "-m", "kafkastore", *map(str, argv)],
+                          input=stdin, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_every_command_runs_as_a_real_process(tmp_path):
+    """A user's session, each step a process of its own: produce from a file, describe,
+    consume, dump-log, verify (clean, then broken: exit 1), verify --repair, compact,
+    retention, bench and demo."""
+    root = tmp_path / "logs"
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"key": f"k{i % 4}", "value": f"v{i}"}) + "\n"
+                              for i in range(40)))
+    res = _process("produce", root, "users", "--input", source, "--format", "json",
+                   "--partitions", "2", "--batch-size", "7", "--config", "segment.bytes=400")
+    assert res.returncode == 0 and res.stderr == ""
+    assert "40 records" in res.stdout
+
+    res = _process("describe", root, "--json")
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert res.returncode == 0 and [r["partition"] for r in rows] == [0, 1]
+    assert sum(r["log_end_offset"] for r in rows) == 40
+
+    res = _process("consume", root, "users", "--format", "json")
+    got = [json.loads(line) for line in res.stdout.splitlines()]
+    assert res.returncode == 0 and sorted(int(g["value"][1:]) for g in got) == list(range(40))
+    # keyed records: one key, one partition (murmur2), whatever the order of arrival
+    assert all(len({g["partition"] for g in got if g["key"] == k}) == 1
+               for k in ("k0", "k1", "k2", "k3"))
+
+    segments = sorted((root / "users-0").glob("*.log"))
+    res = _process("dump-log", "--files", ",".join(map(str, segments)), "--deep-iteration")
+    assert res.returncode == 0 and res.stdout.startswith(f"Dumping {segments[0]}")
+    assert res.stdout.count("| offset: ") == rows[0]["log_end_offset"]
+
+    res = _process("verify", root)
+    assert res.returncode == 0 and "no problems" in res.stdout
+    with open(segments[-1], "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x63\x00\x00")   # a torn batch header
+    res = _process("verify", root)
+    assert res.returncode == 1 and "partial entry" in res.stdout
+    res = _process("verify", root, "--repair")
+    assert res.returncode == 0 and "users-0: recovered; 10 bytes truncated" in res.stdout
+    assert _process("verify", root).returncode == 0
+
+    res = _process("compact", root, "--roll", "--config", "cleanup.policy=compact")
+    assert res.returncode == 0 and "removed" in res.stdout
+    res = _process("consume", root, "users", "--format", "json")
+    survivors = [json.loads(line) for line in res.stdout.splitlines()]
+    assert sorted(g["value"] for g in survivors) == ["v36", "v37", "v38", "v39"]
+
+    res = _process("retention", root, "--config", "retention.ms=0")
+    assert res.returncode == 0 and res.stdout.count("removed") == 2
+
+    res = _process("bench", "--records", "1000", "--reps", "1", "--workloads", "scan")
+    assert res.returncode == 0 and res.stdout.count("\nscan ") == 3
+
+    res = _process("demo", tmp_path / "demo", "--records", "5000")
+    assert res.returncode == 0 and "every offset and key matches" in res.stdout
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["describe", "{missing}"], 2, "no such log directory"),
+    (["produce", "{root}", "bad/topic"], 2, "bad/topic"),
+    (["consume", "{root}", "nope"], 2, "no partition of topic 'nope'"),
+    (["dump-log", "--files", "{missing}/0.log"], 1, "0.log"),
+    (["verify", "{missing}"], 2, "no such log directory"),
+    (["compact", "{missing}"], 2, "no such log directory"),
+    (["retention", "{root}", "--config", "retention.ms=soon"], 2, "retention.ms"),
+    (["bench", "--workloads", "warp"], 2, "unknown workload(s) warp"),
+    (["consume"], 2, "the following arguments are required"),
+])
+def test_mistakes_in_a_real_process_exit_with_one_line(tmp_path, argv, code, message):
+    make_store(tmp_path / "root", partitions=1)
+    subs = {"root": tmp_path / "root", "missing": tmp_path / "missing"}
+    res = _process(*(a.format(**subs) for a in argv), stdin="")
+    assert res.returncode == code, res.stderr
+    assert message in res.stderr and "Traceback" not in res.stderr
+    # dump-log prints "Dumping <file>" before it tries to open the file, as Kafka's does
+    assert res.stdout == "" or argv[0] == "dump-log"
+
+
+@pytest.mark.parametrize("command", ["demo", "dump-log", "describe", "produce", "consume",
+                                     "verify", "compact", "retention", "bench"])
+def test_every_command_has_help_with_an_example(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and f"usage: kafkastore {command}" in out
+    if command != "demo":
+        assert "example:\n  kafkastore " in out or "example:\n  printf" in out
+
+
+def test_the_installed_console_script(tmp_path):
+    """The ``kafkastore`` entry point installed next to this interpreter, when there is
+    one (CI installs the wheel; a source checkout may not have it)."""
+    script = os.path.join(os.path.dirname(sys.executable), "kafkastore")
+    if not os.path.exists(script):
+        pytest.skip(f"no console script at {script}: kafkastore is not installed here")
+    make_store(tmp_path, partitions=1)
+    res = subprocess.run([script, "consume", str(tmp_path), "orders", "--last", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout == "v0-19\n"
 
 
 def test_dump_log_through_the_cli_matches_the_module(tmp_path, capsys):
