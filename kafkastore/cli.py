@@ -1,8 +1,9 @@
 """The ``kafkastore`` command line.
 
-``kafkastore demo [DIR]`` writes a real Kafka-format segment into a local log
-directory and reads it back three ways (header scan, record objects, numpy
-columns), printing what a Kafka operator would look at. ``dump-log`` prints files as
+``kafkastore demo [DIR]`` is a tour of the commands on a local log directory: it runs
+them one after the other as a user would type them (produce, describe, consume,
+dump-log, verify, a simulated torn write and its repair, compact) and prints each with
+its output. ``dump-log`` prints files as
 Kafka's ``kafka-dump-log.sh`` does (:mod:`kafkastore.dump`); ``describe``, ``produce``,
 ``consume``, ``verify`` (``--repair``), ``compact`` and ``retention`` work on a log
 directory; ``bench`` runs the benchmark suite's workloads beside the peers. ``kafkastore COMMAND --help`` shows each one's options and an example.
@@ -48,102 +49,6 @@ def batch_line(batch, position: int | None = None) -> str:
     from kafkastore.dump import batch_line as _batch_line
 
     return _batch_line(batch, position)
-
-
-def _demo_records(start: int, count: int, now_ms: int):
-    for i in range(start, start + count):
-        key = f"user-{i % 5000:06d}".encode()
-        value = json.dumps({"id": i, "event": ("click", "view", "buy")[i % 3],
-                            "amount": (i * 37) % 1000}).encode()
-        headers = (("source", b"demo"),) if i % 100 == 0 else ()
-        yield key, value, now_ms + i, headers
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    root = Path(args.directory) if args.directory else Path(
-        tempfile.mkdtemp(prefix="kafkastore-demo-"))
-    partition_dir = root / "demo-0"  # Kafka's <topic>-<partition> directory name
-    partition_dir.mkdir(parents=True, exist_ok=True)
-    segment = partition_dir / _segment_name(0)
-    per_batch = args.batch_size
-    batches_per_codec = max(1, args.records // (per_batch * len(_CODECS)))
-    now_ms = int(time.time() * 1000)
-
-    offset = 0
-    written = []
-    t0 = time.perf_counter()
-    with open(segment, "wb") as f:
-        for codec in _CODECS:
-            for _ in range(batches_per_codec):
-                data = records.encode_batch(
-                    _demo_records(offset, per_batch, now_ms), base_offset=offset,
-                    compression=codec, producer_id=4242, producer_epoch=0,
-                    base_sequence=offset, is_transactional=True)
-                f.write(data)
-                written.append((codec, per_batch, len(data)))
-                offset += per_batch
-        # a transaction marker closes the producer's transaction, as a coordinator writes
-        marker = records.encode_control_batch(ControlRecordType.COMMIT, producer_id=4242,
-                                              producer_epoch=0, coordinator_epoch=1,
-                                              base_offset=offset)
-        f.write(marker)
-        offset += 1
-        f.flush()
-        os.fsync(f.fileno())
-    write_s = time.perf_counter() - t0
-    data_records = offset - 1
-    print(f"kafkastore {__version__} ({BACKEND} kernels)")
-    print(f"wrote {data_records} records in {len(written)} batches + 1 COMMIT marker "
-          f"to {segment} ({segment.stat().st_size} bytes, {write_s * 1000:.0f} ms)")
-    print()
-    print(f"{'codec':8} {'batches':>8} {'records':>9} {'bytes':>11}")
-    for codec in _CODECS:
-        rows = [w for w in written if w[0] == codec]
-        print(f"{codec.name.lower():8} {len(rows):>8} {sum(r[1] for r in rows):>9} "
-              f"{sum(r[2] for r in rows):>11}")
-
-    buf = segment.read_bytes()
-    t0 = time.perf_counter()
-    scan = records.scan_batches(buf)
-    scan_s = time.perf_counter() - t0
-    if scan.error is not None or scan.valid_bytes != len(buf):
-        print(f"segment did not scan cleanly: {scan!r}", file=sys.stderr)
-        return 1
-    print()
-    print(f"header scan with CRC check: {len(scan)} batches, {scan.valid_bytes} valid bytes, "
-          f"last offset {int(scan.last_offset[-1])} ({scan_s * 1000:.1f} ms)")
-
-    t0 = time.perf_counter()
-    n = 0
-    for i, rec in enumerate(records.iter_records(buf)):
-        expected_key = f"user-{i % 5000:06d}".encode()
-        if rec.offset != i or rec.key != expected_key:
-            print(f"record {i} read back wrong: {rec!r}", file=sys.stderr)
-            return 1
-        n += 1
-    iter_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    cols = records.decode_columns(buf)
-    cols_s = time.perf_counter() - t0
-    if n != data_records or len(cols) != data_records:
-        print(f"expected {data_records} records, read {n} objects and {len(cols)} rows",
-              file=sys.stderr)
-        return 1
-    print(f"read back {n} records as objects ({iter_s * 1000:.0f} ms) and as numpy "
-          f"columns ({cols_s * 1000:.1f} ms); every offset and key matches")
-    total_values = int(cols.value_offsets[-1])
-    print(f"columns: offsets {int(cols.offset[0])}..{int(cols.offset[-1])}, "
-          f"{total_values} value bytes, first value {cols.value(0)!r}")
-    print()
-    print("first batches and the marker, as kafka-dump-log prints them:")
-    batches = list(records.iter_batches(buf))
-    for batch in batches[:2] + batches[-1:]:
-        print("  " + batch_line(batch))
-    marker_rec = next(iter(batches[-1]))
-    print(f"  | control record: {records.parse_control_record(marker_rec)}")
-    print()
-    print(f"log directory: {root}")
-    return 0
 
 
 # -- the log directory commands -------------------------------------------------------------
@@ -577,6 +482,119 @@ def _cmd_retention(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- the demo: a tour of the commands ----------------------------------------------------
+
+
+def _demo_orders(path: str, count: int, seed: int = 7) -> None:
+    """Write ``count`` order events as JSON lines (key: the customer) to ``path``."""
+    import random
+
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(count):
+            customer = f"customer-{rng.randrange(500):04d}"
+            event = {"key": customer,
+                     "value": {"order": i, "customer": customer,
+                               "status": ("placed", "paid", "shipped")[i % 3],
+                               "amount": round(rng.uniform(5, 500), 2)}}
+            if i % 1000 == 0:
+                event["headers"] = {"source": "kafkastore-demo"}
+            f.write(json.dumps(event, separators=(",", ":")) + "\n")
+
+
+def _demo_step(argv: list[str], expect: int = EXIT_OK, lines: int = 12) -> bool:
+    """Run ``kafkastore ARGV`` in this process as a user would type it: echo the command,
+    then (at most ``lines`` of) what it printed. False if it exited other than ``expect``."""
+    import contextlib
+    import io
+    import shlex
+
+    print()
+    print("$ kafkastore " + " ".join(shlex.quote(a) for a in argv))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    printed = out.getvalue().splitlines()
+    for line in printed[:lines]:
+        print(line[:160] + (" ..." if len(line) > 160 else ""))
+    if len(printed) > lines:
+        print(f"... ({len(printed) - lines} more lines)")
+    if code != EXIT_OK:
+        print(f"(exit code {code})")
+    if code != expect:
+        print(f"kafkastore demo: expected exit code {expect}, got {code}", file=sys.stderr)
+    return code == expect
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.records < 1:
+        raise UsageError(f"--records must be at least 1, not {args.records}")
+    root = args.directory or tempfile.mkdtemp(prefix="kafkastore-demo-")
+    os.makedirs(root, exist_ok=True)
+    print(f"kafkastore {__version__} ({BACKEND} kernels): the command line, end to end, "
+          f"on the log directory {root}")
+    fd, source = tempfile.mkstemp(prefix="kafkastore-demo-", suffix=".jsonl")
+    os.close(fd)
+    try:
+        _demo_orders(source, args.records)
+        print(f"\n# {args.records} order events as JSON lines, keyed by customer, into "
+              "topic 'orders': 3 partitions (Kafka's murmur2 partitioner), zstd")
+        if not _demo_step(["produce", root, "orders", "--input", source, "--format", "json",
+                           "--partitions", "3", "--compression", "zstd",
+                           "--config", "segment.bytes=32768"]):
+            return EXIT_PROBLEM
+    finally:
+        os.unlink(source)
+    partition0 = os.path.join(root, "orders-0")
+    first, last = _segment_paths(partition0)[0][1], _segment_paths(partition0)[-1][1]
+    steps = [
+        ("what is on disk", ["describe", root], EXIT_OK, 12),
+        ("the first records of partition 0", ["consume", root, "orders", "--partition", "0",
+                                              "--max-records", "3", "--print-offset",
+                                              "--print-key", "--print-headers"], EXIT_OK, 12),
+        ("the first segment as Kafka's kafka-dump-log.sh prints it",
+         ["dump-log", "--files", first, "--deep-iteration", "--print-data-log"], EXIT_OK, 6),
+        ("check every segment and index", ["verify", root], EXIT_OK, 12),
+    ]
+    for comment, argv, expect, lines in steps:
+        print(f"\n# {comment}")
+        if not _demo_step(argv, expect, lines):
+            return EXIT_PROBLEM
+    # a crash in the middle of a write leaves the start of a batch at the end of the log
+    with open(last, "rb") as f:
+        torn = f.read(40)
+    with open(last, "ab") as f:
+        f.write(torn)
+    print(f"\n# a crash mid-write: the first {len(torn)} bytes of a batch appended to "
+          f"{last}")
+    steps = [
+        ("verify finds it (exit code 1) ...", ["verify", root], EXIT_PROBLEM, 12),
+        ("... and --repair runs Kafka's recovery: the torn batch goes, nothing else",
+         ["verify", root, "--repair"], EXIT_OK, 12),
+        ("compaction keeps the latest order of each customer",
+         ["compact", root, "--topic", "orders", "--roll", "--config",
+          "cleanup.policy=compact"], EXIT_OK, 12),
+        ("the latest two records of partition 0, as JSON",
+         ["consume", root, "orders", "--partition", "0", "--last", "2", "--format", "json"],
+         EXIT_OK, 12),
+        ("after compaction", ["describe", root], EXIT_OK, 12),
+    ]
+    for comment, argv, expect, lines in steps:
+        print(f"\n# {comment}")
+        if not _demo_step(argv, expect, lines):
+            return EXIT_PROBLEM
+    print("\n# from Python, the same files as numpy columns")
+    with open(first, "rb") as f:
+        cols = records.decode_columns(f.read())
+    print(f">>> kafkastore.decode_columns(open({first!r}, 'rb').read())")
+    print(f"{len(cols)} records: offsets {int(cols.offset[0])}..{int(cols.offset[-1])}, "
+          f"timestamps {int(cols.timestamp.min())}..{int(cols.timestamp.max())}, "
+          f"{int(cols.value_offsets[-1])} value bytes")
+    print(f"\nlog directory: {root} (Kafka loads it: its <topic>-<partition> directories "
+          "go into a broker's log.dirs)")
+    return EXIT_OK
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from kafkastore.bench.suite import environment, format_table, run_suite
 
@@ -613,13 +631,17 @@ def _build_parser() -> argparse.ArgumentParser:
                         version=f"kafkastore {__version__} ({BACKEND} kernels)")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
-        "demo", help="write a Kafka-format segment to a log directory and read it back")
+        "demo", help="a tour of the commands on a local log directory: produce, describe, "
+        "consume, dump-log, verify, a simulated crash and its repair, compact",
+        description="Runs the kafkastore commands one after the other on DIR, as a user "
+        "would type them, and prints each with its output. It appends to topic 'orders' "
+        "(and simulates a torn write at the end of its partition 0).",
+        epilog="example:\n  kafkastore demo ./demo-logs",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("directory", nargs="?",
                       help="log directory to write into (default: a new temporary one)")
-    demo.add_argument("--records", type=int, default=50_000,
-                      help="about how many records to write (default: 50000)")
-    demo.add_argument("--batch-size", type=int, default=1000,
-                      help="records per batch (default: 1000)")
+    demo.add_argument("--records", type=int, default=20_000,
+                      help="order events to produce (default: 20000)")
     demo.set_defaults(func=_cmd_demo)
 
     def command(name, help_text, example, func):

@@ -2,29 +2,43 @@
 
 from __future__ import annotations
 
+import json
+
 import kafkastore as ks
 from kafkastore import cli
 
 
-def test_demo_writes_a_kafka_segment_and_reads_it_back(tmp_path, capsys):
-    assert cli.main(["demo", str(tmp_path), "--records", "5000", "--batch-size", "500"]) == 0
-    segment = tmp_path / "demo-0" / "00000000000000000000.log"
-    data = segment.read_bytes()
-    # 2 batches per codec x 5 codecs, plus the COMMIT marker, all valid
-    scan = ks.scan_batches(data)
-    assert scan.error is None and scan.valid_bytes == len(data)
-    assert len(scan) == 11
-    batches = list(ks.iter_batches(data))
-    assert [b.compression.name for b in batches[:-1:2]] == ["NONE", "GZIP", "SNAPPY", "LZ4",
-                                                            "ZSTD"]
-    marker = batches[-1]
-    assert marker.is_control and marker.is_transactional and marker.size_in_bytes == 78
-    assert ks.parse_control_record(next(iter(marker))).type == ks.ControlRecordType.COMMIT
-    offsets = [r.offset for r in ks.iter_records(data)]
-    assert offsets == list(range(5000))
+def test_demo_tours_the_commands_on_a_log_directory(tmp_path, capsys):
+    assert cli.main(["demo", str(tmp_path), "--records", "3000"]) == 0
     out = capsys.readouterr().out
-    assert "wrote 5000 records in 10 batches + 1 COMMIT marker" in out
-    assert f"header scan with CRC check: 11 batches, {len(data)} valid bytes" in out
+    commands = [line.split()[2] for line in out.splitlines() if line.startswith("$ kafkastore")]
+    assert commands == ["produce", "describe", "consume", "dump-log", "verify", "verify",
+                        "verify", "compact", "consume", "describe"]
+    assert "produced 3000 records to orders" in out
+    assert "40 bytes of a partial entry at the end" in out and "(exit code 1)" in out
+    assert "orders-0: recovered; 40 bytes truncated" in out
+    # what it leaves: topic orders, 3 partitions, every record's key the customer in its
+    # value, compacted (one record per customer in the cleaned segments), nothing torn
+    parts = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
+    assert parts == ["orders-0", "orders-1", "orders-2"]
+    seen = {}
+    for part in parts:
+        segments = sorted((tmp_path / part).glob("*.log"))
+        data = b"".join(seg.read_bytes() for seg in segments)
+        scan = ks.scan_batches(data)
+        assert scan.error is None and scan.valid_bytes == len(data)
+        keys = [r.key for r in ks.iter_records(data)]
+        assert len(keys) == len(set(keys)), part         # compacted, the active one empty
+        for r in ks.iter_records(data):
+            assert json.loads(r.value)["customer"].encode() == r.key
+            seen.setdefault(r.key, set()).add(part)
+    assert all(len(where) == 1 for where in seen.values())   # a key, one partition
+    assert cli.main(["verify", str(tmp_path)]) == 0
+
+
+def test_demo_rejects_a_bad_size(tmp_path, capsys):
+    assert cli.main(["demo", str(tmp_path), "--records", "0"]) == 2
+    assert "--records must be at least 1" in capsys.readouterr().err
 
 
 def test_batch_line_follows_kafka_dump_log(tmp_path):
