@@ -449,16 +449,33 @@ def _repair(args: argparse.Namespace, partitions) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    from kafkastore.cleaner import CleanerConfig, clean
+    from kafkastore.cleaner import Cleaner, CleanerConfig, Throttler, clean
 
     config = CleanerConfig({"log.cleaner.dedupe.buffer.size": args.dedupe_buffer_size})
+
+    class ProgressThrottler(Throttler):
+        # The cleaner reports every byte it reads and writes to its throttler: the bar
+        # follows them (two reads of the cleanable segments, the map pass and the recopy,
+        # plus what is written, so it may finish a little early).
+        def maybe_throttle(self, observed: float) -> None:
+            bar.advance(int(observed))
+            super().maybe_throttle(observed)
+
     with _manager(args) as manager:
-        for tp, log in sorted(manager.logs().items()):
-            if args.topic is not None and tp.topic != args.topic:
-                continue
-            if log.active_segment.size and args.roll:
-                log.roll()
-            _, stats = clean(log, config=config)
+        logs = [(tp, log) for tp, log in sorted(manager.logs().items())
+                if args.topic is None or tp.topic == args.topic]
+        if args.roll:
+            for _, log in logs:
+                if log.active_segment.size:
+                    log.roll()
+        bar = _Progress("compact", 2 * sum(log.size - log.active_segment.size
+                                           for _, log in logs))
+        cleaner = Cleaner(config, throttler=ProgressThrottler(config.max_io_bytes_per_second))
+        for tp, log in logs:
+            try:
+                _, stats = clean(log, config=config, cleaner=cleaner)
+            finally:
+                bar.close()   # clears the bar's line; the next advance draws it again
             print(f"{tp.topic}-{tp.partition}: read {stats.messages_read} records, kept "
                   f"{stats.messages_written}, removed {stats.records_removed}; "
                   f"{stats.bytes_read} -> {stats.bytes_written} bytes in "

@@ -134,6 +134,42 @@ def test_compact_and_retention_print_what_changed(tmp_path, capsys):
     assert json.loads(out)["log_start_offset"] > 0
 
 
+class _Terminal:
+    """A stand-in for a terminal's stderr: progress bars draw only on a terminal."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("argv", [
+    ["compact", "{root}", "--roll", "--config", "cleanup.policy=compact"],
+    ["verify", "{root}"],
+    ["produce", "{root}", "more", "--input", "{input}"],
+])
+def test_progress_bars_only_on_a_terminal(tmp_path, capsys, monkeypatch, argv):
+    make_store(tmp_path / "root", partitions=2, per_partition=200)
+    (tmp_path / "in.txt").write_text("".join(f"line {i}\n" for i in range(1000)))
+    argv = [a.format(root=tmp_path / "root", input=tmp_path / "in.txt") for a in argv]
+    code, _, err = run(capsys, *argv)          # not a terminal: no bar
+    assert code == EXIT_OK and err == ""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(argv) == EXIT_OK
+    label = argv[0]
+    assert f"\r{label}" in terminal.text and "%" in terminal.text
+    assert "100.0%" in terminal.text
+    assert terminal.text.endswith("\r")          # the bar's line is cleared at the end
+
+
 @pytest.mark.parametrize("argv, message", [
     (["describe", "{missing}"], "no such log directory"),
     (["consume", "{root}", "nope"], "no partition of topic 'nope'"),
