@@ -463,7 +463,13 @@ def check_we_read_peer_v2(buf, specs, codec, *, transactional, producer_id, prod
 def test_we_read_aiokafka_v2(aiokafka_records, codec, specs, transactional, producer_id,
                              producer_epoch, base_sequence):
     _need(aiokafka_records, codec)
-    for _name, _, _, builder_cls, _ in _aiokafka_impls(aiokafka_records):
+    for name, _, _, builder_cls, _ in _aiokafka_impls(aiokafka_records):
+        if name == "cython" and specs[0].timestamp == -1 and len(specs) > 1:
+            # aiokafka's Cython builder keeps -1 as its "no first timestamp yet" sentinel:
+            # a first record stamped -1 takes the next record's timestamp as the batch's
+            # firstTimestamp and its own delta is computed against it, so the bytes it
+            # writes do not hold the timestamps it was given (its pure builder does)
+            continue
         buf = build_peer_v2(builder_cls, specs, codec, transactional=transactional,
                             producer_id=producer_id, producer_epoch=producer_epoch,
                             base_sequence=base_sequence)
