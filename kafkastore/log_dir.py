@@ -50,6 +50,7 @@ __all__ = [
     "FUTURE_DIR_SUFFIX",
     "LOCK_FILE_NAME",
     "META_PROPERTIES_FILE",
+    "REMOTE_INDEX_CACHE_DIR",
     "STRAY_DIR_SUFFIX",
     "LogDirLock",
     "MetaProperties",
@@ -74,6 +75,9 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
+#: The tiered-storage index cache a broker keeps in a log directory (Kafka's
+#: ``RemoteIndexCache.DIR_NAME``): not a partition, skipped when logs are loaded.
+REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
 _DIR_SUFFIXES = (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
 # LocalLog.{Delete,Future,Stray}DirPattern, matched whole. Java's "\S" is any
 # character but the six ASCII blanks, hence the explicit class.

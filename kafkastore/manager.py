@@ -59,11 +59,17 @@ from kafkastore.checkpoint import (
 )
 from kafkastore.cleaner import CleanerConfig, CleanerStats, LogCleaner
 from kafkastore.config import ConfigError, LogConfig, resolve_broker_settings
-from kafkastore.errors import CorruptCheckpointError, InvalidPartitionDirError, KafkaStoreError
+from kafkastore.errors import (
+    CorruptCheckpointError,
+    InvalidPartitionDirError,
+    InvalidTopicError,
+    KafkaStoreError,
+)
 from kafkastore.log import Log
 from kafkastore.log_dir import (
     CLEAN_SHUTDOWN_FILE,
     DELETE_DIR_SUFFIX,
+    REMOTE_INDEX_CACHE_DIR,
     LogDirLock,
     MetaProperties,
     check_partition_dir,
@@ -74,7 +80,7 @@ from kafkastore.log_dir import (
     write_meta_properties,
 )
 from kafkastore.retention import delete_old_segments
-from kafkastore.topic import TopicPartition, validate_topic
+from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME, TopicPartition, validate_topic
 
 __all__ = ["LogManager", "ManagerConfig"]
 
@@ -335,6 +341,12 @@ class LogManager:
         for entry in entries:
             if not entry.is_dir(follow_symlinks=True):
                 continue
+            # Kafka's LogManager.loadLogs skips these two: the tiered-storage index cache,
+            # and the KRaft metadata log, which the Raft layer owns (retention or the
+            # cleaner running over it here would destroy the cluster's metadata)
+            if entry.name == REMOTE_INDEX_CACHE_DIR or \
+                    entry.name.startswith(CLUSTER_METADATA_TOPIC_NAME + "-"):
+                continue
             # a listed name is one component; only a symlink can lead elsewhere, so only
             # a symlink needs the (realpath, one lstat per component) check
             full = check_partition_dir(log_dir.path, entry.name) if entry.is_symlink() \
@@ -397,6 +409,11 @@ class LogManager:
         configuration) is used only when the log is created.
         """
         validate_topic(topic)
+        if topic == CLUSTER_METADATA_TOPIC_NAME:
+            # its directory is skipped when the logs are loaded (as Kafka's is), so a log
+            # made here would vanish at the next open
+            raise InvalidTopicError(f"{topic} is the KRaft metadata log, owned by the Raft "
+                                    "layer; a log manager does not manage it", topic=topic)
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
             raise ValueError(f"Invalid partition {partition!r}: a non-negative int is expected")
         tp = TopicPartition(topic, partition)

@@ -31,6 +31,7 @@ from kafkastore.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POI
 from kafkastore.config import ConfigError
 from kafkastore.errors import (
     InvalidPartitionDirError,
+    InvalidTopicError,
     KafkaStoreError,
     LogDirectoryLockedError,
     OffsetOutOfRangeError,
@@ -166,7 +167,8 @@ def test_create_get_logs_and_reopen_with_records_intact(tmp_path, clock):
 
 @pytest.mark.parametrize("topic, partition, error", [
     ("bad/topic", 0, KafkaStoreError), ("..", 0, KafkaStoreError), ("a" * 250, 0, KafkaStoreError),
-    ("ok", -1, ValueError), ("ok", True, ValueError), ("ok", "0", ValueError)])
+    ("ok", -1, ValueError), ("ok", True, ValueError), ("ok", "0", ValueError),
+    ("__cluster_metadata", 0, InvalidTopicError)])
 def test_get_or_create_refuses_bad_names(tmp_path, clock, topic, partition, error):
     with manager(tmp_path, clock) as m:
         with pytest.raises(error):
@@ -350,6 +352,28 @@ def test_invalid_partition_dir_is_refused_and_nothing_stays_locked(tmp_path, clo
     (d / name).rmdir()
     with manager(d, clock) as m:   # the failed open released its lock and its logs
         assert contents(m.get("good", 0)) == recs
+
+
+def test_kraft_metadata_log_and_remote_index_cache_are_left_alone(tmp_path, clock):
+    """Kafka's LogManager.loadLogs skips ``__cluster_metadata-0`` (the Raft layer owns it)
+    and ``remote-log-index-cache`` (tiered storage); so does the manager: not loaded, not
+    refused, never touched by retention, whatever its age."""
+    d = tmp_path / "d"
+    with manager(d, clock) as m:
+        recs = fill(m.get_or_create("good", 0), clock, 3)
+    meta = d / "__cluster_metadata-0"
+    meta.mkdir()
+    segment = meta / "00000000000000000000.log"
+    segment.write_bytes(kafkastore.encode_batch([(None, b"x", 1)]))   # stamped in 1970
+    (d / "remote-log-index-cache").mkdir()
+    (d / "remote-log-index-cache" / "1_abc.index").write_bytes(b"\0" * 8)
+    before = sorted(p.name for p in meta.iterdir())
+    with manager(d, clock, {"retention.ms": 1}) as m:
+        assert set(m.logs()) == {TopicPartition("good", 0)}
+        assert contents(m.get("good", 0)) == recs
+        m.cleanup_logs()
+    assert sorted(p.name for p in meta.iterdir()) == before
+    assert segment.read_bytes() == kafkastore.encode_batch([(None, b"x", 1)])
 
 
 def test_symlinked_partition_dir_outside_is_refused(tmp_path, clock):
