@@ -3,10 +3,11 @@
 ``kafkastore demo [DIR]`` is a tour of the commands on a local log directory: it runs
 them one after the other as a user would type them (produce, describe, consume,
 dump-log, verify, a simulated torn write and its repair, compact) and prints each with
-its output. ``dump-log`` prints files as
-Kafka's ``kafka-dump-log.sh`` does (:mod:`kafkastore.dump`); ``describe``, ``produce``,
-``consume``, ``verify`` (``--repair``), ``compact`` and ``retention`` work on a log
-directory; ``bench`` runs the benchmark suite's workloads beside the peers. ``kafkastore COMMAND --help`` shows each one's options and an example.
+its output. ``dump-log`` prints files as Kafka's ``kafka-dump-log.sh`` does
+(:mod:`kafkastore.dump`); ``describe``, ``produce``, ``consume``, ``verify``
+(``--repair``), ``compact`` and ``retention`` work on a log directory; ``bench`` runs the
+benchmark suite's workloads beside the peers. ``kafkastore COMMAND --help`` shows each
+one's options and an example; ``docs/cli.rst`` describes them all.
 
 ``main(argv=None) -> int`` is the entry point, so the CLI can be driven from
 tests and from Python.
@@ -20,22 +21,12 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from kafkastore import __version__, records
 from kafkastore._kernels import BACKEND
 from kafkastore.errors import KafkaStoreError
-from kafkastore.types import CompressionType, ControlRecordType
 
 __all__ = ["main", "batch_line"]
-
-_CODECS = (CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY,
-           CompressionType.LZ4, CompressionType.ZSTD)
-
-
-def _segment_name(base_offset: int) -> str:
-    # Kafka's LogFileUtils.filenamePrefixFromOffset: 20 digits, zero padded
-    return f"{base_offset:020d}.log"
 
 
 def batch_line(batch, position: int | None = None) -> str:
@@ -176,9 +167,54 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
             bar.close()
 
 
+def _cleanup_policies(args: argparse.Namespace, topics) -> tuple[dict, str | None]:
+    """``{topic: (cleanup.policy, where it came from)}`` and a line about the KRaft
+    metadata log read (None if none was). From ``--config``, else the metadata log's topic
+    config or cluster default, else Kafka's default."""
+    from kafkastore.cluster_metadata import find_metadata_log, read_cluster_metadata
+    from kafkastore.config import LogConfig
+
+    settings = _parse_settings(args.config)
+    if settings:
+        LogConfig.from_dict(settings)   # a bad name or value is a usage error here too
+    if "cleanup.policy" in settings:
+        return {t: (settings["cleanup.policy"], "--config") for t in topics}, None
+    where = args.metadata_dir or args.directory
+    meta_dir = find_metadata_log(where)
+    if meta_dir is None and args.metadata_dir is not None:
+        raise UsageError(f"{args.metadata_dir}: no KRaft metadata log (__cluster_metadata-0)")
+    default = LogConfig().cleanup_policy
+    out = {t: (",".join(default), "default") for t in topics}
+    if meta_dir is None:
+        return out, None
+    try:
+        md = read_cluster_metadata(meta_dir)
+    except KafkaStoreError as exc:
+        print(f"kafkastore describe: {meta_dir}: cannot read the metadata log ({exc}); "
+              "cleanup policies are Kafka's default", file=sys.stderr)
+        return out, None
+    for t in topics:
+        own = md.topic_config(t).get("cleanup.policy")
+        if own is not None:
+            out[t] = (own, "metadata")
+        elif "log.cleanup.policy" in md.cluster_defaults:
+            out[t] = (md.cluster_defaults["log.cleanup.policy"], "metadata: cluster default")
+    src = md.source
+    note = (f"KRaft metadata log {meta_dir}: {len(md.topics)} topics, read to offset "
+            f"{src.end_offset}" + (f" (snapshot {os.path.basename(src.snapshot)})"
+                                   if src.snapshot else ""))
+    return out, note
+
+
 def _cmd_describe(args: argparse.Namespace) -> int:
+    from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME
+
     rows = []
-    for tp, path in _partition_dirs(args.directory, args.topic):
+    # the metadata log is not a topic's partition: it is described by the note below
+    partitions = [(tp, path) for tp, path in _partition_dirs(args.directory, args.topic)
+                  if tp.topic != CLUSTER_METADATA_TOPIC_NAME]
+    policies, note = _cleanup_policies(args, sorted({tp.topic for tp, _ in partitions}))
+    for tp, path in partitions:
         segments = _segment_paths(path)
         on_disk = sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)
                       if os.path.isfile(os.path.join(path, n)))
@@ -200,24 +236,29 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         start = segments[0][0] if segments else 0
         # an empty active segment is named after the log end offset
         end = max(end or 0, segments[-1][0]) if segments else 0
+        policy, source = policies[tp.topic]
         rows.append({"topic": tp.topic, "partition": tp.partition, "segments": len(segments),
                      "log_start_offset": start, "log_end_offset": end,
                      "log_bytes": log_bytes, "bytes_on_disk": on_disk,
-                     "max_timestamp": last_ts, "invalid_tail_bytes": invalid})
+                     "max_timestamp": last_ts, "invalid_tail_bytes": invalid,
+                     "cleanup_policy": policy, "cleanup_policy_source": source})
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return EXIT_OK
     if not rows:
         print(f"{args.directory}: no partitions")
-        return EXIT_OK
-    print(f"{'partition':28} {'segments':>8} {'start':>12} {'end':>12} {'log bytes':>14} "
-          f"{'on disk':>14}  max timestamp")
-    for r in rows:
-        ts = "-" if r["max_timestamp"] is None else str(r["max_timestamp"])
-        print(f"{r['topic'] + '-' + str(r['partition']):28} {r['segments']:>8} "
-              f"{r['log_start_offset']:>12} {r['log_end_offset']:>12} {r['log_bytes']:>14} "
-              f"{r['bytes_on_disk']:>14}  {ts}")
+    else:
+        print(f"{'partition':28} {'segments':>8} {'start':>12} {'end':>12} "
+              f"{'log bytes':>14} {'on disk':>14}  {'max timestamp':>13}  cleanup policy")
+        for r in rows:
+            ts = "-" if r["max_timestamp"] is None else str(r["max_timestamp"])
+            print(f"{r['topic'] + '-' + str(r['partition']):28} {r['segments']:>8} "
+                  f"{r['log_start_offset']:>12} {r['log_end_offset']:>12} "
+                  f"{r['log_bytes']:>14} {r['bytes_on_disk']:>14}  {ts:>13}  "
+                  f"{r['cleanup_policy']} ({r['cleanup_policy_source']})")
+    if note:
+        print(note)
     return EXIT_OK
 
 
@@ -693,13 +734,18 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="one JSON object per batch, record, index entry and problem")
 
-    p = command("describe", "list the partitions of a log directory: segments, offsets, sizes",
+    p = command("describe", "list the partitions of a log directory: segments, offsets, "
+                "sizes, newest timestamp, cleanup policy",
                 "kafkastore describe /var/lib/kafka/data --topic orders", _cmd_describe)
     p.add_argument("directory", help="a log directory (holds <topic>-<partition> directories)")
     p.add_argument("--topic", help="only this topic")
     p.add_argument("--scan-all", action="store_true",
                    help="read every segment, not only the last (slower)")
     p.add_argument("--json", action="store_true", help="one JSON object per partition")
+    p.add_argument("--metadata-dir", help="where the KRaft metadata log is, if not in the "
+                   "directory: a log directory holding __cluster_metadata-0, or that "
+                   "directory; topic configs (cleanup.policy) are read from it")
+    config_option(p)
 
     p = command("produce", "append lines (or JSON lines) from stdin or a file to a topic",
                 "printf 'k1:v1\\nk2:v2\\n' | kafkastore produce ./logs orders "

@@ -43,6 +43,74 @@ def test_describe_lists_partitions_offsets_and_sizes(tmp_path, capsys):
     assert code == EXIT_OK and "orders-1" in out and "partition" in out.splitlines()[0]
 
 
+def _policies(out):
+    return {(r["topic"], r["partition"]): (r["cleanup_policy"], r["cleanup_policy_source"])
+            for r in map(json.loads, out.splitlines())}
+
+
+def test_describe_cleanup_policy_from_a_kraft_metadata_log(tmp_path, capsys):
+    """A KRaft broker's log directory: cleanup.policy comes from __cluster_metadata-0 (the
+    topic's own config, else the cluster default), which is not listed as a partition."""
+    import uuid
+
+    from _kraft import BROKER, TOPIC, config_record, topic_record, write_segment
+
+    make_store(tmp_path, topic="orders", partitions=1)
+    make_store(tmp_path, topic="users", partitions=1)
+    make_store(tmp_path, topic="events", partitions=1)
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    write_segment(meta, 0, [
+        topic_record("users", uuid.UUID(int=1)),
+        config_record(TOPIC, "users", "cleanup.policy", "compact"),
+        topic_record("orders", uuid.UUID(int=2)),
+        config_record(TOPIC, "orders", "retention.ms", "1000"),
+    ])
+    code, out, err = run(capsys, "describe", tmp_path, "--json")
+    assert code == EXIT_OK and err == ""
+    assert _policies(out) == {("events", 0): ("delete", "default"),
+                              ("orders", 0): ("delete", "default"),
+                              ("users", 0): ("compact", "metadata")}
+    # a cluster-wide default reaches the topics without their own
+    write_segment(meta, 4, [config_record(BROKER, "", "log.cleanup.policy", "compact,delete")])
+    code, out, _ = run(capsys, "describe", tmp_path, "--json")
+    assert _policies(out)[("orders", 0)] == ("compact,delete", "metadata: cluster default")
+    assert _policies(out)[("users", 0)] == ("compact", "metadata")
+    code, out, _ = run(capsys, "describe", tmp_path)
+    lines = out.splitlines()
+    assert lines[0].endswith("cleanup policy")
+    assert lines[-1].startswith(f"KRaft metadata log {meta}: 2 topics, read to offset 5")
+    assert [line.split()[0] for line in lines[1:-1]] == ["events-0", "orders-0", "users-0"]
+    assert lines[3].endswith("compact (metadata)")
+    # --config wins; --metadata-dir reads one kept elsewhere
+    code, out, _ = run(capsys, "describe", tmp_path, "--json", "--config",
+                       "cleanup.policy=delete")
+    assert set(_policies(out).values()) == {("delete", "--config")}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    meta.rename(elsewhere / "__cluster_metadata-0")
+    code, out, _ = run(capsys, "describe", tmp_path, "--json")
+    assert _policies(out)[("users", 0)] == ("delete", "default")
+    code, out, _ = run(capsys, "describe", tmp_path, "--json", "--metadata-dir", elsewhere)
+    assert _policies(out)[("users", 0)] == ("compact", "metadata")
+
+
+def test_describe_with_an_unreadable_metadata_log_warns_and_goes_on(tmp_path, capsys):
+    make_store(tmp_path, partitions=1)
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    from _kraft import write_segment
+
+    write_segment(meta, 0, [b"\x00\x02\x00"])          # frame version 0: refused
+    code, out, err = run(capsys, "describe", tmp_path, "--json")
+    assert code == EXIT_OK and _policies(out) == {("orders", 0): ("delete", "default")}
+    assert err.startswith(f"kafkastore describe: {meta}: cannot read the metadata log")
+    code, _, err = run(capsys, "describe", tmp_path, "--metadata-dir", tmp_path / "orders-0")
+    assert code == EXIT_USAGE and "no KRaft metadata log" in err
+    code, _, err = run(capsys, "describe", tmp_path, "--config", "cleanup.policy=sometimes")
+    assert code == EXIT_USAGE and "cleanup.policy" in err
+
+
 def test_consume_from_offsets_timestamps_and_the_end(tmp_path, capsys):
     make_store(tmp_path)
     code, out, _ = run(capsys, "consume", tmp_path, "orders", "--partition", 1,

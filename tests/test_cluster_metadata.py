@@ -12,11 +12,24 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 import uuid
 
 import pytest
 from _helpers import v2_batch
+from _kraft import (
+    BROKER,
+    NO_TAGS,
+    TOPIC,
+    config_record,
+    control_batch,
+    frame,
+    remove_topic_record,
+    topic_record,
+    txn_record,
+    uvarint,
+    write_segment,
+    write_snapshot,
+)
 
 from kafkastore import _fileio
 from kafkastore import cluster_metadata as cm
@@ -28,90 +41,9 @@ from kafkastore.cluster_metadata import (
 from kafkastore.errors import CorruptRecordError
 from kafkastore.records import encode_batch
 
-TOPIC, BROKER = 2, 4
 ID_A = uuid.UUID("11111111-2222-3333-4444-555555555555")
 ID_B = uuid.UUID("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
 ID_A2 = uuid.UUID("99999999-8888-7777-6666-555555555555")
-
-
-# -- an encoder written from the schemas ---------------------------------------------------
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def compact_string(s: str | None) -> bytes:
-    """A flexible-version (nullable) string: unsigned varint length + 1, 0 for null."""
-    if s is None:
-        return b"\x00"
-    data = s.encode("utf-8")
-    return uvarint(len(data) + 1) + data
-
-
-NO_TAGS = b"\x00"   # an empty tagged-fields section
-
-
-def frame(api_key: int, version: int, body: bytes, *, frame_version: int = 1) -> bytes:
-    return uvarint(frame_version) + uvarint(api_key) + uvarint(version) + body
-
-
-def topic_record(name: str, topic_id: uuid.UUID, **kw) -> bytes:
-    # TopicRecord (apiKey 2) v0: Name string, TopicId uuid
-    return frame(2, 0, compact_string(name) + topic_id.bytes + NO_TAGS, **kw)
-
-
-def remove_topic_record(topic_id: uuid.UUID) -> bytes:
-    # RemoveTopicRecord (apiKey 9) v0: TopicId uuid
-    return frame(9, 0, topic_id.bytes + NO_TAGS)
-
-
-def config_record(rtype: int, rname: str, name: str, value: str | None,
-                  tags: bytes = NO_TAGS) -> bytes:
-    # ConfigRecord (apiKey 4) v0: ResourceType int8, ResourceName, Name, Value (nullable)
-    body = struct.pack(">b", rtype) + compact_string(rname) + compact_string(name)
-    return frame(4, 0, body + compact_string(value) + tags)
-
-
-def txn_record(api_key: int) -> bytes:
-    # Begin/End/AbortTransactionRecord (23/24/25) v0; Begin's Name is a nullable string
-    return frame(api_key, 0, (b"\x00" if api_key == 23 else b"") + NO_TAGS)
-
-
-def control_batch(ctype: int, base_offset: int) -> bytes:
-    """SnapshotHeader (3) / SnapshotFooter (4) control batch as Kafka writes snapshots."""
-    key = struct.pack(">hh", 0, ctype)
-    value = struct.pack(">hq", 0, 0) + NO_TAGS if ctype == 3 else struct.pack(">h", 0) + NO_TAGS
-    return encode_batch([(key, value)], base_offset=base_offset, timestamp=0, is_control=True)
-
-
-def batches(values: list[bytes], base_offset: int, per_batch: int = 2, **kw) -> bytes:
-    out = b""
-    for i in range(0, len(values), per_batch):
-        out += encode_batch([(None, v) for v in values[i:i + per_batch]],
-                            base_offset=base_offset + i, timestamp=0, **kw)
-    return out
-
-
-def write_segment(d, base_offset: int, values: list[bytes], **kw):
-    path = d / f"{base_offset:020d}.log"
-    path.write_bytes(batches(values, base_offset, **kw))
-    return path
-
-
-def write_snapshot(d, end_offset: int, values: list[bytes], epoch: int = 1):
-    path = d / f"{end_offset:020d}-{epoch:010d}.checkpoint"
-    path.write_bytes(control_batch(3, 0) + batches(values, 0)
-                     + control_batch(4, max(len(values), 1)))
-    return path
 
 
 @pytest.fixture
