@@ -19,40 +19,10 @@ from __future__ import annotations
 
 import os
 
-from kafkastore.bench.workload import (
-    BASE_TIMESTAMP,
-    BATCH_SIZE,
-    CODEC_IDS,
-    CODEC_LEVELS,
-    CODECS,
-    N_RECORDS,
-    N_RECORDS_SLOW,
-    Impl,
-    batch_timestamp,
-    batch_tuples,
-    encode_blob,
-    load_impl,
-    make_records,
-    make_workload,
-)
+from kafkastore.bench import workload as _workload
+from kafkastore.bench.workload import *  # noqa: F403  (the re-exported helpers)
 
-__all__ = [
-    "make_records",
-    "skip_slow",
-    "BATCH_SIZE",
-    "BASE_TIMESTAMP",
-    "CODECS",
-    "CODEC_IDS",
-    "CODEC_LEVELS",
-    "N_RECORDS",
-    "N_RECORDS_SLOW",
-    "make_workload",
-    "batch_timestamp",
-    "batch_tuples",
-    "encode_blob",
-    "load_impl",
-    "Impl",
-]
+__all__ = [*_workload.__all__, "skip_slow"]
 
 
 def skip_slow() -> None:

@@ -1,26 +1,10 @@
 """The Log: append, append of ready batches, random reads and recovery, beside their baselines.
 
-Workload: the records workload of ``benchmarks/__init__.py`` (16-byte keys, 100-byte
-JSON-like values), appended ``per_append`` records at a time.
+The workload, the baselines (``naive_aiokafka``, ``file_write``, ``pread``, ``crc32c``)
+and the operations are :mod:`kafkastore.bench.log`, whose docstring describes each; the
+``impl`` parameter of the classes below names them.
 
-Baselines, measured in the same process on the same data:
-
-``naive_aiokafka``
-    a "log" made of aiokafka's Cython ``DefaultRecordBatchBuilder`` and one
-    ``file.write`` per batch: no index, no offsets kept, no roll (the issue's peer for
-    ``Log.append``).
-``file_write``
-    plain sequential ``file.write`` of the same ready batch bytes (the peer for
-    ``Log.append_batches``).
-``pread``
-    one ``os.pread`` of the same size at a random place in a random segment of the same
-    log (the peer for a random single-offset ``Log.read``).
-``crc32c``
-    ``crc32c.crc32c`` over the same bytes in memory (the peer for recovery).
-
-The helpers (the operations and :class:`NaiveAiokafkaLog`) are in
-:mod:`kafkastore.bench.log`. ``../compare_log.py`` prints the ratio table against the
-issue's bars.
+``../compare_log.py`` prints the ratio table against the issue's bars.
 """
 
 from __future__ import annotations
