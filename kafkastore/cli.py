@@ -603,13 +603,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             return EXIT_PROBLEM
     finally:
         os.unlink(source)
-    partition0 = os.path.join(root, "orders-0")
-    first, last = _segment_paths(partition0)[0][1], _segment_paths(partition0)[-1][1]
+    # the steps below look at the partition holding the most (with few records, some
+    # partitions may hold none)
+    tp, path = max(_partition_dirs(root, "orders"), key=lambda item: sum(
+        os.path.getsize(seg) for _, seg in _segment_paths(item[1])))
+    part = str(tp.partition)
+    segments = [seg for _, seg in _segment_paths(path)]
+    first = next(seg for seg in segments if os.path.getsize(seg))
+    last = segments[-1]
     steps = [
         ("what is on disk", ["describe", root], EXIT_OK, 12),
-        ("the first records of partition 0", ["consume", root, "orders", "--partition", "0",
-                                              "--max-records", "3", "--print-offset",
-                                              "--print-key", "--print-headers"], EXIT_OK, 12),
+        (f"the first records of partition {part}",
+         ["consume", root, "orders", "--partition", part, "--max-records", "3",
+          "--print-offset", "--print-key", "--print-headers"], EXIT_OK, 12),
         ("the first segment as Kafka's kafka-dump-log.sh prints it",
          ["dump-log", "--files", first, "--deep-iteration", "--print-data-log"], EXIT_OK, 6),
         ("check every segment and index", ["verify", root], EXIT_OK, 12),
@@ -619,7 +625,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if not _demo_step(argv, expect, lines):
             return EXIT_PROBLEM
     # a crash in the middle of a write leaves the start of a batch at the end of the log
-    with open(last, "rb") as f:
+    with open(first, "rb") as f:
         torn = f.read(40)
     with open(last, "ab") as f:
         f.write(torn)
@@ -632,8 +638,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         ("compaction keeps the latest order of each customer",
          ["compact", root, "--topic", "orders", "--roll", "--config",
           "cleanup.policy=compact"], EXIT_OK, 12),
-        ("the latest two records of partition 0, as JSON",
-         ["consume", root, "orders", "--partition", "0", "--last", "2", "--format", "json"],
+        (f"the latest two records of partition {part}, as JSON",
+         ["consume", root, "orders", "--partition", part, "--last", "2", "--format", "json"],
          EXIT_OK, 12),
         ("after compaction", ["describe", root], EXIT_OK, 12),
     ]
