@@ -106,13 +106,11 @@ def _partition_dirs(directory: str, topic: str | None = None):
 
 
 def _segment_paths(partition_dir: str) -> list[tuple[int, str]]:
-    from kafkastore.segment import offset_from_file_name
+    from kafkastore.segment import log_file_offset
 
-    out = []
-    for name in os.listdir(partition_dir):
-        if name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
-            out.append((offset_from_file_name(name), os.path.join(partition_dir, name)))
-    return sorted(out)
+    bases = ((log_file_offset(name), name) for name in os.listdir(partition_dir))
+    return sorted((base, os.path.join(partition_dir, name)) for base, name in bases
+                  if base is not None)
 
 
 def _scan_file(path: str, *, validate: bool = True, progress: _Progress | None = None):
@@ -660,12 +658,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from kafkastore.bench.suite import environment, format_table, run_suite
+    from kafkastore.bench.suite import count_steps, environment, format_table, run_suite
 
     workloads = [w for w in args.workloads.split(",") if w]
     codecs = [c for c in args.codecs.split(",") if c]
-    bar = _Progress("bench", len(workloads) + (len(codecs) - 1) * sum(
-        w in ("encode", "decode", "columns") for w in workloads))
+    bar = _Progress("bench", count_steps(workloads, codecs))
     try:
         results = run_suite(args.records, workloads=workloads, codecs=codecs, reps=args.reps,
                             progress=lambda label: bar.advance(1), directory=args.tmp_dir)

@@ -91,7 +91,6 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,7 +102,7 @@ from kafkastore._kernels import varint as _varint
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.file_records import read_chunks
 from kafkastore.records import decode_columns
-from kafkastore.segment import offset_from_file_name
+from kafkastore.segment import log_file_offset, snapshot_id_from_file_name
 
 __all__ = [
     "METADATA_TOPIC_PARTITION_DIR",
@@ -135,8 +134,6 @@ _NAMES = {_TOPIC_RECORD: "TopicRecord", _CONFIG_RECORD: "ConfigRecord",
 
 _FRAME_VERSION = 1
 _MAX_STRING = 0x7FFF
-_SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
-_SEGMENT_NAME = re.compile(r"\d{20}\.log")
 _CHUNK = 4 << 20     # a read; a larger batch gets a read of its own size
 _MASK32 = 0xFFFFFFFF
 
@@ -241,13 +238,13 @@ def _files(partition_dir: str) -> tuple[tuple[int, int, str] | None, list[tuple[
     segments = []
     for name in os.listdir(partition_dir):
         path = os.path.join(partition_dir, name)
-        m = _SNAPSHOT_NAME.fullmatch(name)
-        if m is not None:
-            key = (int(m.group(1)), int(m.group(2)), path)
-            if snapshot is None or key[:2] > snapshot[:2]:
-                snapshot = key
-        elif _SEGMENT_NAME.fullmatch(name):
-            segments.append((offset_from_file_name(name), path))
+        snapshot_id = snapshot_id_from_file_name(name)
+        base = log_file_offset(name)
+        if snapshot_id is not None:
+            if snapshot is None or snapshot_id > snapshot[:2]:
+                snapshot = (*snapshot_id, path)
+        elif base is not None:
+            segments.append((base, path))
     segments.sort()
     return snapshot, segments
 

@@ -141,14 +141,14 @@ from typing import Any, TextIO
 
 import crc32c
 
-from kafkastore import _fileio, compression
+from kafkastore import compression
 from kafkastore.errors import (
     CorruptIndexError,
     CorruptRecordError,
     KafkaStoreError,
     UnsupportedCompressionError,
 )
-from kafkastore.file_records import MAX_SEGMENT_SIZE, BatchHeader, FileRecords
+from kafkastore.file_records import BatchHeader, FileRecords
 from kafkastore.index import OffsetIndex, TimeIndex
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -157,6 +157,7 @@ from kafkastore.records import (
     parse_control_record,
     read_batch,
 )
+from kafkastore.segment import snapshot_id_from_file_name
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
 
 __all__ = [
@@ -809,24 +810,24 @@ class _TextEmitter(_Emitter):
     def not_supported(self, file: str, reason: str) -> None:
         self._write(self._err, f"kafkastore: {file}: {reason}\n")
 
+    #: Per report kind: the header line (``{path}`` filled in) and each pair's line.
+    _REPORT_LINES = {
+        "offset_mismatches": ("Mismatches in :{path}", "  Index offset: {}, log offset: {}"),
+        "time_mismatches": ("Found timestamp mismatch in :{path}",
+                            "  Index timestamp: {}, log timestamp: {}"),
+        "time_out_of_order": ("Found out of order timestamp in :{path}",
+                              "  Index timestamp: {}, Previously indexed timestamp: {}"),
+        "time_not_found": ("The following indexed offsets are not found in the log.",
+                           "Indexed offset: {}, found log offset: {}"),
+        "non_consecutive": ("Non-consecutive offsets in {path}", "  {} is followed by {}"),
+    }
+
     def reports(self, r: _Reports) -> None:
         lines = []
-        for path, pairs in r.offset_mismatches.items():
-            lines.append(f"Mismatches in :{path}")
-            lines.extend(f"  Index offset: {a}, log offset: {b}" for a, b in reversed(pairs))
-        for path, pairs in r.time_mismatches.items():
-            lines.append(f"Found timestamp mismatch in :{path}")
-            lines.extend(f"  Index timestamp: {a}, log timestamp: {b}" for a, b in pairs)
-        for path, pairs in r.time_out_of_order.items():
-            lines.append(f"Found out of order timestamp in :{path}")
-            lines.extend(f"  Index timestamp: {a}, Previously indexed timestamp: {b}"
-                         for a, b in pairs)
-        for pairs in r.time_not_found.values():
-            lines.append("The following indexed offsets are not found in the log.")
-            lines.extend(f"Indexed offset: {a}, found log offset: {b}" for a, b in pairs)
-        for path, pairs in r.non_consecutive.items():
-            lines.append(f"Non-consecutive offsets in {path}")
-            lines.extend(f"  {a} is followed by {b}" for a, b in reversed(pairs))
+        for kind, path, pairs in r.in_kafka_order():
+            header, line = self._REPORT_LINES[kind]
+            lines.append(header.format(path=path))
+            lines.extend(line.format(a, b) for a, b in pairs)
         if lines:
             self._write(self._err, "\n".join(lines) + "\n")
 
@@ -921,26 +922,21 @@ class _JsonEmitter(_Emitter):
         else:
             self._obj("error", file, error=type(exc).__name__, message=_reason(exc, file))
 
+    #: Per report kind: the JSON ``kind`` and the names of the pair's two fields.
+    _REPORT_FIELDS = {
+        "offset_mismatches": ("offset_index_mismatch", "indexOffset", "logOffset"),
+        "time_mismatches": ("time_index_mismatch", "indexTimestamp", "logTimestamp"),
+        "time_out_of_order": ("time_index_out_of_order", "indexTimestamp",
+                              "previousTimestamp"),
+        "time_not_found": ("time_index_offset_not_found", "indexOffset", "logOffset"),
+        "non_consecutive": ("non_consecutive_offsets", "first", "second"),
+    }
+
     def reports(self, r: _Reports) -> None:
-        for path, pairs in r.offset_mismatches.items():
-            for a, b in reversed(pairs):
-                self._obj("problem", path, kind="offset_index_mismatch", indexOffset=a,
-                          logOffset=b)
-        for path, pairs in r.time_mismatches.items():
+        for kind, path, pairs in r.in_kafka_order():
+            name, first, second = self._REPORT_FIELDS[kind]
             for a, b in pairs:
-                self._obj("problem", path, kind="time_index_mismatch", indexTimestamp=a,
-                          logTimestamp=b)
-        for path, pairs in r.time_out_of_order.items():
-            for a, b in pairs:
-                self._obj("problem", path, kind="time_index_out_of_order", indexTimestamp=a,
-                          previousTimestamp=b)
-        for path, pairs in r.time_not_found.items():
-            for a, b in pairs:
-                self._obj("problem", path, kind="time_index_offset_not_found", indexOffset=a,
-                          logOffset=b)
-        for path, pairs in r.non_consecutive.items():
-            for a, b in reversed(pairs):
-                self._obj("problem", path, kind="non_consecutive_offsets", first=a, second=b)
+                self._obj("problem", path, kind=name, **{first: a, second: b})
 
 
 class _Reports:
@@ -958,29 +954,28 @@ class _Reports:
     def add(table: dict[str, list[tuple[int, int]]], path: str, a: int, b: int) -> None:
         table.setdefault(path, []).append((a, b))
 
+    #: Kafka prepends to these two lists (Scala ``::``), so it prints them newest first.
+    _PREPENDED = ("offset_mismatches", "non_consecutive")
+
+    def in_kafka_order(self):
+        """``(kind, path, pairs)`` in the order Kafka prints its reports: kind by kind
+        (the attribute names above), file by file, each kind's pairs as Kafka lists them."""
+        for kind in ("offset_mismatches", "time_mismatches", "time_out_of_order",
+                     "time_not_found", "non_consecutive"):
+            for path, pairs in getattr(self, kind).items():
+                yield kind, path, pairs[::-1] if kind in self._PREPENDED else pairs
+
 
 # -- the dump ----------------------------------------------------------------------------------
 
 _KINDS = {".log": "log", ".checkpoint": "snapshot", ".index": "offset_index",
           ".timeindex": "time_index", ".txnindex": "txn_index", ".snapshot": "producer_snapshot"}
 _BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
-_SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
 
 
 def _open_log(path: str) -> FileRecords:
     """The ``.log`` opened read-only (Kafka's ``FileRecords.open(file, false)``)."""
-    fs = _fileio.fs
-    fd = fs.open(path, os.O_RDONLY)
-    try:
-        size = fs.fstat_size(fd)
-        if size > MAX_SEGMENT_SIZE:
-            raise KafkaStoreError(
-                f"The size of segment {path} ({size}) is larger than the maximum allowed "
-                f"segment size of {MAX_SEGMENT_SIZE}", path=path)
-    except BaseException:
-        fs.close(fd)
-        raise
-    return FileRecords(path, fd, size)
+    return FileRecords.open(path, file_already_exists=True, mutable=False)
 
 
 def _stat_size(path: str) -> int:
@@ -1067,10 +1062,10 @@ class _Dumper:
         elif name == _BOOTSTRAP_SNAPSHOT:
             self.emit.snapshot_start(file, None, None)
         else:
-            m = _SNAPSHOT_NAME.fullmatch(name)
-            if m is None or int(m.group(1)) > _INT64_MAX or int(m.group(2)) > _INT32_MAX:
+            snapshot = snapshot_id_from_file_name(name)
+            if snapshot is None or snapshot[0] > _INT64_MAX or snapshot[1] > _INT32_MAX:
                 raise KafkaStoreError(f"not a snapshot file name: {name}", path=file)
-            self.emit.snapshot_start(file, int(m.group(1)), int(m.group(2)))
+            self.emit.snapshot_start(file, *snapshot)
         fr = _open_log(file)
         try:
             max_bytes = self.opts.max_bytes

@@ -85,8 +85,11 @@ class FileRecords:
 
     @classmethod
     def open(cls, path: str, *, file_already_exists: bool = False, init_file_size: int = 0,
-             preallocate: bool = False) -> FileRecords:
+             preallocate: bool = False, mutable: bool = True) -> FileRecords:
         """Open (or create) ``path``.
+
+        ``mutable=False`` (Kafka's ``FileRecords.open(file, false)``) opens an existing
+        file read-only, for readers such as ``dump-log`` that must never change it.
 
         A new file is created empty, or ``init_file_size`` long when
         ``preallocate`` (logical size 0). An existing file's logical size is
@@ -94,9 +97,13 @@ class FileRecords:
         untrimmed preallocated file are exposed, and recovery cuts them.
         """
         fs = _fileio.fs
-        fd = fs.open(path, os.O_RDWR if file_already_exists else os.O_RDWR | os.O_CREAT)
+        if not mutable:
+            flags = os.O_RDONLY
+        else:
+            flags = os.O_RDWR if file_already_exists else os.O_RDWR | os.O_CREAT
+        fd = fs.open(path, flags)
         try:
-            if not file_already_exists and preallocate and init_file_size > 0:
+            if mutable and not file_already_exists and preallocate and init_file_size > 0:
                 fs.ftruncate(fd, init_file_size)
                 size = 0
             else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -84,6 +85,26 @@ def offset_from_file_name(name: str) -> int:
     """The base offset of a segment file name: the digits before the first dot."""
     base = os.path.basename(name)
     return int(base[:base.index(".")] if "." in base else base)
+
+
+_LOG_FILE_NAME = re.compile(r"(\d{20})\.log")
+_SNAPSHOT_FILE_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
+
+
+def log_file_offset(name: str) -> int | None:
+    """The base offset of a segment's ``.log`` file name (``<20 digits>.log``), or None
+    for any other name."""
+    m = _LOG_FILE_NAME.fullmatch(name)
+    return int(m.group(1)) if m is not None else None
+
+
+def snapshot_id_from_file_name(name: str) -> tuple[int, int] | None:
+    """``(end offset, epoch)`` of a KRaft snapshot file name
+    (``<20-digit end offset>-<10-digit epoch>.checkpoint``, Kafka's
+    ``Snapshots.filenameFromSnapshotId``), or None for any other name. The digits are
+    not range-checked."""
+    m = _SNAPSHOT_FILE_NAME.fullmatch(name)
+    return (int(m.group(1)), int(m.group(2))) if m is not None else None
 
 
 def _now_ms() -> int:

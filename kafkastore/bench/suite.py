@@ -43,13 +43,16 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["WORKLOADS", "CODECS", "Comparison", "run_suite", "environment", "format_table"]
+__all__ = ["WORKLOADS", "CODECS", "PER_CODEC", "Comparison", "count_steps", "run_suite",
+           "environment", "format_table"]
 
 #: The workloads, in the order they run.
 WORKLOADS = ("encode", "decode", "columns", "scan", "index", "append", "read", "recovery",
              "clean")
 #: Codecs the record workloads run with (any of none, gzip, snappy, lz4, zstd).
 CODECS = ("none", "lz4", "zstd")
+#: The workloads that run once per codec.
+PER_CODEC = ("encode", "decode", "columns")
 #: A rep of a sub-millisecond operation repeats it until it lasts this long.
 MIN_REP_S = 0.05
 
@@ -120,6 +123,18 @@ def _best(timers: dict[str, Timer], reps: int) -> dict[str, float]:
     return best
 
 
+def _impl(name: str, op: str, *args, timer=_timed) -> Callable[[], Timer]:
+    """A maker of a timer of implementation ``name``'s ``op(*args)``
+    (:func:`kafkastore.bench.workload.load_impl`: ``NotImplementedError`` when the
+    implementation is not installed, raised when the maker is called)."""
+    def make() -> Timer:
+        from kafkastore.bench.workload import load_impl
+
+        fn = getattr(load_impl(name), op)
+        return timer(lambda: fn(*args))
+    return make
+
+
 class _Run:
     """The state of one :func:`run_suite` call: workload data built once, results."""
 
@@ -131,6 +146,7 @@ class _Run:
         self.progress = progress or (lambda label: None)
         self.keys, self.values = make_workload(n)
         self.results: list[Comparison] = []
+        self._blobs: dict[str, bytes] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -160,72 +176,50 @@ class _Run:
     # -- the record workloads ---------------------------------------------------------------
 
     def blob(self, codec: str) -> bytes:
+        """The workload encoded with ``codec`` (once per run: decode, columns and scan
+        read the same bytes)."""
         from kafkastore.bench.workload import encode_blob
 
-        return encode_blob(self.keys, self.values, codec)
+        if codec not in self._blobs:
+            self._blobs[codec] = encode_blob(self.keys, self.values, codec)
+        return self._blobs[codec]
 
     def encode(self) -> None:
-        from kafkastore.bench.workload import batch_tuples, load_impl
+        from kafkastore.bench.workload import batch_tuples
 
         batches = batch_tuples(self.keys, self.values)
         for codec in self.codecs:
             self.progress(f"encode {codec}")
-
-            def peer(name: str, codec: str = codec) -> Callable[[], Timer]:
-                def make() -> Timer:
-                    impl = load_impl(name)
-                    return _timed(lambda: impl.encode(self.keys, self.values, codec, batches))
-                return make
-
-            ks = load_impl("kafkastore")
-            self.compare("encode", codec,
-                         _timed(lambda c=codec: ks.encode(self.keys, self.values, c, batches)),
-                         {"aiokafka_c": peer("aiokafka_c"),
-                          "kafka_python": peer("kafka_python")},
+            args = (self.keys, self.values, codec, batches)
+            self.compare("encode", codec, _impl("kafkastore", "encode", *args)(),
+                         {name: _impl(name, "encode", *args)
+                          for name in ("aiokafka_c", "kafka_python")},
                          self.n, "records")
 
     def decode(self) -> None:
-        self._decoders("decode", "decode", {"aiokafka_c_crc": "decode",
-                                            "kafka_python_crc": "decode"})
+        self._decoders("decode", ("aiokafka_c_crc", "kafka_python_crc"))
 
     def columns(self) -> None:
-        self._decoders("columns", "columns", {"aiokafka_c_crc": "decode"})
+        self._decoders("columns", ("aiokafka_c_crc",))
 
-    def _decoders(self, workload: str, ours_op: str, peers: dict[str, str]) -> None:
-        from kafkastore.bench.workload import load_impl
-
-        ks = load_impl("kafkastore")
+    def _decoders(self, op: str, peers: Sequence[str]) -> None:
+        # kafkastore's ``op`` against the peers' decode to record objects (they have no
+        # columnar decoder)
         for codec in self.codecs:
-            self.progress(f"{workload} {codec}")
+            self.progress(f"{op} {codec}")
             blob = self.blob(codec)
-
-            def peer(name: str, op: str, blob: bytes = blob) -> Callable[[], Timer]:
-                def make() -> Timer:
-                    fn = getattr(load_impl(name), op)
-                    return _timed(lambda: fn(blob))
-                return make
-
-            self.compare(workload, codec, _timed(lambda b=blob: getattr(ks, ours_op)(b)),
-                         {name: peer(name, op) for name, op in peers.items()},
+            self.compare(op, codec, _impl("kafkastore", op, blob)(),
+                         {name: _impl(name, "decode", blob) for name in peers},
                          self.n, "records")
 
     def scan(self) -> None:
         import crc32c
 
-        from kafkastore.bench.workload import load_impl
-
         self.progress("scan")
         blob = self.blob("none")
-        ks = load_impl("kafkastore")
-
-        def peer(name: str) -> Callable[[], Timer]:
-            def make() -> Timer:
-                impl = load_impl(name)
-                return _calibrated(lambda: impl.scan(blob))
-            return make
-
-        self.compare("scan", "none", _calibrated(lambda: ks.scan(blob)),
-                     {"aiokafka_c": peer("aiokafka_c"), "kafka_python": peer("kafka_python"),
+        self.compare("scan", "none", _impl("kafkastore", "scan", blob, timer=_calibrated)(),
+                     {"aiokafka_c": _impl("aiokafka_c", "scan", blob, timer=_calibrated),
+                      "kafka_python": _impl("kafka_python", "scan", blob, timer=_calibrated),
                       "crc32c (raw)": lambda: _calibrated(lambda: crc32c.crc32c(blob))},
                      len(blob), "bytes")
 
@@ -380,6 +374,11 @@ class _Run:
 
         self.compare("clean", f"uncompressed, {max(self.n // 10, 1)} keys", ours,
                      {"naive aiokafka_c compactor": naive}, self.n, "records")
+
+
+def count_steps(workloads: Iterable[str], codecs: Sequence[str]) -> int:
+    """How many times :func:`run_suite` calls ``progress`` for these arguments."""
+    return sum(len(codecs) if w in PER_CODEC else 1 for w in workloads)
 
 
 def run_suite(records: int = 100_000, *, workloads: Iterable[str] = WORKLOADS,
