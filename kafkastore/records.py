@@ -202,16 +202,36 @@ class RecordColumns:
     * ``key_null``, ``value_null``: bool, True where the key (value) is null;
       its span is then empty.
     * ``header_count``: int32.
+
+    With ``decode_columns(..., headers=True)`` the headers themselves (``h``
+    of them in all), else None:
+
+    * ``header_offsets``: int64, ``n + 1``: record ``i``'s headers are header
+      entries ``header_offsets[i]:header_offsets[i + 1]``.
+    * ``header_key_offsets``, ``header_value_offsets``: int64, ``h + 1``,
+      offsets into ``header_key_data`` / ``header_value_data`` (uint8). Keys
+      are the stored bytes (UTF-8 in Kafka, not decoded here); they are
+      never null.
+    * ``header_value_null``: bool, ``h``, True where the value is null.
+
+    :meth:`headers` gives one record's headers as :attr:`Record.headers` does.
     """
 
-    __slots__ = (
+    _COLUMNS = (
         "offset", "timestamp", "timestamp_type", "key_offsets", "key_data", "key_null",
         "value_offsets", "value_data", "value_null", "header_count",
     )
+    _HEADER_COLUMNS = (
+        "header_offsets", "header_key_offsets", "header_key_data", "header_value_offsets",
+        "header_value_data", "header_value_null",
+    )
+    __slots__ = _COLUMNS + _HEADER_COLUMNS
 
     def __init__(self, columns: dict[str, np.ndarray]) -> None:
-        for name in self.__slots__:
+        for name in self._COLUMNS:
             setattr(self, name, columns[name])
+        for name in self._HEADER_COLUMNS:
+            setattr(self, name, columns.get(name))
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -223,6 +243,33 @@ class RecordColumns:
     def value(self, i: int) -> bytes | None:
         """Record ``i``'s value as bytes (None when null)."""
         return self._item(self.value_data, self.value_offsets, self.value_null, i)
+
+    def headers(self, i: int) -> tuple[tuple[str, bytes | None], ...]:
+        """Record ``i``'s headers, as :attr:`Record.headers` gives them.
+
+        ``(key, value)`` pairs: the key decoded from UTF-8 with
+        ``surrogateescape`` (invalid bytes survive, as in :class:`Record`),
+        the value bytes or None. Raises ValueError unless the columns were
+        decoded with ``headers=True``.
+        """
+        if self.header_offsets is None:
+            raise ValueError("headers were not decoded: pass headers=True to decode_columns")
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} out of range for {n} records")
+        key_offsets, key_data = self.header_key_offsets, self.header_key_data
+        value_offsets, value_data = self.header_value_offsets, self.header_value_data
+        value_null = self.header_value_null
+        out = []
+        for j in range(int(self.header_offsets[i]), int(self.header_offsets[i + 1])):
+            key = key_data[key_offsets[j]:key_offsets[j + 1]].tobytes().decode(
+                "utf-8", "surrogateescape")
+            value = (None if value_null[j]
+                     else value_data[value_offsets[j]:value_offsets[j + 1]].tobytes())
+            out.append((key, value))
+        return tuple(out)
 
     @staticmethod
     def _item(data, offsets, null, i):
@@ -266,16 +313,20 @@ def decode_columns(
     validate: bool = True,
     include_control: bool = False,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    headers: bool = False,
 ) -> RecordColumns:
     """Decode every record of ``buffer[start:end]`` into :class:`RecordColumns`.
 
     No Python object is made per record on the compiled backend. Walking,
     CRC checks and errors are those of :func:`iter_batches`; control batches
-    are skipped unless ``include_control``.
+    are skipped unless ``include_control``. ``headers`` also decodes the
+    header keys and values into columns (``header_offsets`` and the other
+    ``header_*`` attributes, Arrow ``list<struct<key, value>>`` layout);
+    without it only ``header_count`` says anything about them.
     """
     return RecordColumns(_rb.decode_columns(
         buffer, start, end, validate=validate, include_control=include_control,
-        max_decompressed_bytes=max_decompressed_bytes))
+        max_decompressed_bytes=max_decompressed_bytes, headers=headers))
 
 
 def set_column_pool_limit(limit: int) -> int:

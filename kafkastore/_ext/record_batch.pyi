@@ -170,6 +170,10 @@ def iter_batches(
 def scan_batches(
     buffer: Buffer, start: int = 0, end: int | None = None, *, validate: bool = True
 ) -> BatchScan: ...
+# The columns: offset, timestamp, timestamp_type, key_offsets, key_data, key_null,
+# value_offsets, value_data, value_null, header_count; with headers=True also
+# header_offsets, header_key_offsets, header_key_data, header_value_offsets,
+# header_value_data, header_value_null.
 def decode_columns(
     buffer: Buffer,
     start: int = 0,
@@ -178,6 +182,7 @@ def decode_columns(
     validate: bool = True,
     include_control: bool = False,
     max_decompressed_bytes: int = ...,
+    headers: bool = False,
 ) -> dict[str, np.ndarray]: ...
 def encode_batch_v2(
     records: Iterable[Any],

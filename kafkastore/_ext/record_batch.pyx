@@ -88,6 +88,8 @@ cdef extern from "ks_v2fast.h" nogil:
         Py_ssize_t ahead_step
     Py_ssize_t ks_v2_fast_records(const uint8_t* data, Py_ssize_t* pos, Py_ssize_t end,
                                   Py_ssize_t max_records, ks_v2batch* b, ks_cols* c)
+    void ks_v2_copy(uint8_t* d, const uint8_t* dlim, const uint8_t* s, const uint8_t* slim,
+                    Py_ssize_t n)
 
 import zlib
 
@@ -1261,13 +1263,20 @@ cdef void _fill_scan(ScanRow* rows, Py_ssize_t n, int64_t[::1] position, int64_t
 
 def decode_columns(buffer, start=0, end=None, *, bint validate=True,
                    bint include_control=False,
-                   max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
+                   max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
+                   bint headers=False):
     """Decode every record of ``buffer[start:end]`` into numpy columns.
 
     Returns a dict: ``offset``, ``timestamp`` (int64), ``timestamp_type``
     (int8), ``key_offsets``/``value_offsets`` (int64, n+1 Arrow-style
     offsets into ``key_data``/``value_data``, uint8), ``key_null``/
     ``value_null`` (bool, True where null) and ``header_count`` (int32).
+    With ``headers`` it also holds the headers themselves (h of them in
+    all): ``header_offsets`` (int64, n+1: record i's headers are entries
+    ``header_offsets[i]:header_offsets[i + 1]``), ``header_key_offsets``/
+    ``header_value_offsets`` (int64, h+1, into ``header_key_data``/
+    ``header_value_data``, uint8: the raw bytes, keys not decoded) and
+    ``header_value_null`` (bool, h). Legacy messages have no headers.
     Control batches are skipped unless ``include_control``. Entries are
     walked, checked and rejected as :func:`iter_batches` does, in two
     passes: headers, CRCs of compressed batches, inflation and legacy
@@ -1319,7 +1328,7 @@ def decode_columns(buffer, start=0, end=None, *, bint validate=True,
         parts.append((batch, data))
         n += batch.record_count
         data_cap += records_len
-    cols = _Columns(n, data_cap)
+    cols = _Columns(n, data_cap, headers)
     nparts = len(parts)
     for k in range(nparts):
         owner, data = parts[k]
@@ -1482,6 +1491,56 @@ cdef object _column(Py_ssize_t n, object dtype, Py_ssize_t itemsize, object role
     return np.frombuffer(block, dtype=dtype, count=n)
 
 
+cdef inline int64_t* _i64_ptr(object array) except NULL:
+    cdef int64_t[::1] view = array
+    return &view[0]
+
+
+cdef inline uint8_t* _u8_ptr(object array) except NULL:
+    cdef uint8_t[::1] view = array.view(np.uint8)
+    return &view[0]
+
+
+cdef inline Py_ssize_t _headers_at(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
+                                   Py_ssize_t* rend, int32_t* count) noexcept nogil:
+    """Skip the v2 record at ``pos`` up to its headers.
+
+    Returns where its first header starts, with the record's end in ``rend``
+    and its header count in ``count``; -1 where the bytes are not what
+    parse_record accepts (the caller then lets parse_record raise). Every
+    varint and length is checked against the record's end first.
+    """
+    cdef int32_t length = 0, n = 0
+    cdef int64_t ts_delta = 0
+    cdef Py_ssize_t p = _rv32(data, pos, end, &length)
+    cdef Py_ssize_t e
+    if p < 0 or length <= 0 or length > end - p:
+        return -1
+    e = p + length
+    p = _rv64(data, p + 1, e, &ts_delta)    # past the attributes byte
+    if p < 0:
+        return -1
+    p = _rv32(data, p, e, &n)               # offset delta
+    if p < 0:
+        return -1
+    p = _rv32(data, p, e, &n)               # key length, negative: null
+    if p < 0 or n > e - p:
+        return -1
+    if n > 0:
+        p += n
+    p = _rv32(data, p, e, &n)               # value length, negative: null
+    if p < 0 or n > e - p:
+        return -1
+    if n > 0:
+        p += n
+    p = _rv32(data, p, e, &n)               # header count
+    if p < 0 or n < 0 or n > (e - p) // 2:
+        return -1
+    rend[0] = e
+    count[0] = n
+    return p
+
+
 @cython.final
 cdef class _Columns:
     cdef object offset, timestamp, timestamp_type, header_count
@@ -1492,8 +1551,26 @@ cdef class _Columns:
     cdef uint8_t[::1] _key_data, _value_data, _key_null, _value_null
     cdef Py_ssize_t n, cap, key_used, value_used
     cdef list _blocks                 # pooled blocks behind the arrays, in creation order
+    # the header contents, with headers=True only. Header keys and values are
+    # bytes of the records, so their buffers are sized as key_data is. Header
+    # entries (h of them) are not counted in pass 1: their arrays start small
+    # and grow, never past what the records bytes can hold (hmax); the raw
+    # pointers are reloaded whenever an array is replaced.
+    cdef bint with_headers
+    cdef object header_offsets, header_key_offsets, header_key_data
+    cdef object header_value_offsets, header_value_data, header_value_null
+    cdef int64_t* _hoff
+    cdef int64_t* _hkoff
+    cdef int64_t* _hvoff
+    cdef uint8_t* _hkdata
+    cdef uint8_t* _hvdata
+    cdef uint8_t* _hvnull
+    cdef Py_ssize_t hcap              # header entries the arrays hold
+    cdef Py_ssize_t hmax              # most header entries the records bytes can hold
+    cdef Py_ssize_t hdata_cap         # bytes behind header_key_data / header_value_data
+    cdef Py_ssize_t hused, hkey_used, hval_used
 
-    def __cinit__(self, Py_ssize_t n, Py_ssize_t data_cap):
+    def __cinit__(self, Py_ssize_t n, Py_ssize_t data_cap, bint headers=False):
         cdef list blocks = []
         self._blocks = blocks
         self.cap = n
@@ -1521,12 +1598,143 @@ cdef class _Columns:
         self._value_data = self.value_data
         self._key_offsets[0] = 0
         self._value_offsets[0] = 0
+        self.with_headers = headers
+        if headers:
+            self.header_offsets = _column(n + 1, np.int64, 8, "header_offsets", blocks)
+            self._hoff = _i64_ptr(self.header_offsets)
+            self._hoff[0] = 0
+            # header keys and values are bytes of the same records too
+            self.hdata_cap = max(data_cap, 1)
+            self.header_key_data = _column(self.hdata_cap, np.uint8, 1, "header_key_data",
+                                           blocks)
+            self.header_value_data = _column(self.hdata_cap, np.uint8, 1,
+                                             "header_value_data", blocks)
+            self._hkdata = _u8_ptr(self.header_key_data)
+            self._hvdata = _u8_ptr(self.header_value_data)
+            # a header takes at least two bytes (its key and value length varints);
+            # start small, then size from what the first records hold
+            self.hmax = data_cap // 2
+            self._header_entries(min(n, self.hmax, 256))
+
+    cdef int _header_entries(self, Py_ssize_t cap) except -1:
+        """(Re)allocate the per-header arrays for ``cap`` entries, keeping those written."""
+        cdef Py_ssize_t h = self.hused
+        cdef _PoolBlock block
+        cdef list blocks = []
+        key_offsets = _column(cap + 1, np.int64, 8, "header_key_offsets", blocks)
+        value_offsets = _column(cap + 1, np.int64, 8, "header_value_offsets", blocks)
+        value_null = _column(max(cap, 1), np.bool_, 1, "header_value_null", blocks)
+        if self.header_key_offsets is None:
+            _i64_ptr(key_offsets)[0] = 0
+            _i64_ptr(value_offsets)[0] = 0
+        else:
+            memcpy(_i64_ptr(key_offsets), self._hkoff, (h + 1) * 8)
+            memcpy(_i64_ptr(value_offsets), self._hvoff, (h + 1) * 8)
+            if h:
+                memcpy(_u8_ptr(value_null), self._hvnull, h)
+            # the old arrays' pooled blocks go back to the pool once they die
+            for block in list(self._blocks):
+                if block.role in ("header_key_offsets", "header_value_offsets",
+                                  "header_value_null"):
+                    block.touched = max(block.touched, min(
+                        block.capacity, (h + 1) * 8 if block.role != "header_value_null"
+                        else h))
+                    self._blocks.remove(block)
+        self._blocks.extend(blocks)
+        self.header_key_offsets = key_offsets
+        self.header_value_offsets = value_offsets
+        self.header_value_null = value_null
+        self._hkoff = _i64_ptr(key_offsets)
+        self._hvoff = _i64_ptr(value_offsets)
+        self._hvnull = _u8_ptr(value_null)
+        self.hcap = cap
+        return 0
+
+    cdef int _take_headers(self, const uint8_t* data, Py_ssize_t p, Py_ssize_t rend,
+                           int32_t count, Py_ssize_t row, Py_ssize_t end) except -2:
+        """Append the ``count`` headers of row ``row`` at ``data[p:rend]``: 0, or -1
+        if malformed.
+
+        Every length is checked against ``rend`` before the bytes are
+        copied; the record was validated already, so -1 means the caller
+        lets the checked parser raise its error. ``data[:end]`` are the
+        records (the chunked copies may read that far).
+        """
+        cdef int32_t k, klen = 0, vlen = 0
+        cdef Py_ssize_t j = self.hused, kused = self.hkey_used, vused = self.hval_used
+        cdef const uint8_t* lim = data + end
+        cdef uint8_t* kdata
+        cdef uint8_t* vdata
+        cdef uint8_t* vnull
+        cdef int64_t* koff
+        cdef int64_t* voff
+        cdef Py_ssize_t dcap = self.hdata_cap, grow
+        cdef double guess
+        if count > self.hcap - j:
+            # grow to what the records so far say all of them hold, plus an
+            # eighth, at least double; bounded by what the bytes can hold
+            # (count itself was checked against the bytes left in the record)
+            guess = <double>(j + count) * self.cap / (row + 1) * 1.125
+            grow = self.hmax if guess >= <double>self.hmax else <Py_ssize_t>guess
+            self._header_entries(max(j + count, min(max(2 * self.hcap, grow), self.hmax)))
+        # locals: the byte stores below may alias anything, fields would be reloaded
+        kdata, vdata, vnull = self._hkdata, self._hvdata, self._hvnull
+        koff, voff = self._hkoff, self._hvoff
+        for k in range(count):
+            p = _rv32(data, p, rend, &klen)
+            if p < 0 or klen < 0 or klen > rend - p or klen > dcap - kused:
+                return -1
+            ks_v2_copy(kdata + kused, kdata + dcap, data + p, lim, klen)
+            kused += klen
+            p += klen
+            p = _rv32(data, p, rend, &vlen)
+            if p < 0:
+                return -1
+            if vlen >= 0:
+                if vlen > rend - p or vlen > dcap - vused:
+                    return -1
+                ks_v2_copy(vdata + vused, vdata + dcap, data + p, lim, vlen)
+                vused += vlen
+                p += vlen
+                vnull[j] = 0
+            else:
+                vnull[j] = 1
+            j += 1
+            koff[j] = kused
+            voff[j] = vused
+        if p != rend:
+            return -1
+        self.hused = j
+        self.hkey_used = kused
+        self.hval_used = vused
+        return 0
+
+    cdef int _headers_of_run(self, const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
+                             Py_ssize_t nrec, Py_ssize_t row, Py_ssize_t where) except -1:
+        """Headers of the ``nrec`` records at ``data[pos:]``, rows ``row`` on.
+
+        These are records the fast path took (so well formed); each is walked
+        again, with every length checked, to copy its headers out.
+        """
+        cdef Py_ssize_t k, hp, rend = 0
+        cdef int32_t count = 0
+        cdef RecordSpan span
+        for k in range(nrec):
+            hp = _headers_at(data, pos, end, &rend, &count)
+            if hp < 0 or (hp != rend if count == 0 else
+                          self._take_headers(data, hp, rend, count, row, end) < 0):
+                parse_record(data, pos, end, &span, where)  # raises the precise error
+                raise RuntimeError("decode_columns: the header walk rejected a valid record")
+            row += 1
+            self._hoff[row] = self.hused
+            pos = rend
+        return 0
 
     cdef int add_v2(self, RecordBatch batch, object data, const uint8_t* ahead,
                     Py_ssize_t ahead_len) except -1:
         cdef const uint8_t[::1] view = _as_view(data)
         cdef const uint8_t* ptr = _ptr(view)
-        cdef Py_ssize_t pos = 0, end = view.shape[0], i = self.n
+        cdef Py_ssize_t pos = 0, end = view.shape[0], i = self.n, run_pos, run_row, taken
         cdef int32_t remaining = batch.record_count
         cdef RecordSpan span
         cdef Py_ssize_t where = batch.position
@@ -1571,7 +1779,13 @@ cdef class _Columns:
             while True:
                 # ordinary records in C; it stops in front of any record it does
                 # not take, which the checked parser below handles or rejects
-                remaining -= <int32_t>ks_v2_fast_records(ptr, &pos, end, remaining, &b, &c)
+                run_pos = pos
+                run_row = c.row
+                taken = ks_v2_fast_records(ptr, &pos, end, remaining, &b, &c)
+                remaining -= <int32_t>taken
+                if self.with_headers and taken:
+                    # the fast path only counts headers; copy them out of its run
+                    self._headers_of_run(ptr, run_pos, end, taken, run_row, where)
                 if remaining == 0:
                     break
                 if pos >= end:
@@ -1599,6 +1813,12 @@ cdef class _Columns:
                     c.value_null[i] = 0
                 else:
                     c.value_null[i] = 1
+                if self.with_headers:
+                    if self._take_headers(ptr, span.headers_pos, span.next_pos,
+                                          span.header_count, i, end) < 0:
+                        raise RuntimeError(
+                            "decode_columns: the header walk rejected a valid record")
+                    self._hoff[i + 1] = self.hused
                 i += 1
                 c.key_offsets[i] = c.key_used
                 c.value_offsets[i] = c.value_used
@@ -1635,6 +1855,11 @@ cdef class _Columns:
             self._value_null[i] = 0
         else:
             self._value_null[i] = 1
+        if self.with_headers:
+            # only legacy messages come this way, and they have no headers
+            if rec.headers:
+                raise RuntimeError("decode_columns: a legacy record with headers")
+            self._hoff[i + 1] = self.hused
         self.n = i + 1
         self._key_offsets[i + 1] = self.key_used
         self._value_offsets[i + 1] = self.value_used
@@ -1649,12 +1874,22 @@ cdef class _Columns:
                 written = self.key_used
             elif block.role == "value_data":
                 written = self.value_used
+            elif not self.with_headers:
+                written = block.capacity
+            elif block.role == "header_key_data":
+                written = self.hkey_used
+            elif block.role == "header_value_data":
+                written = self.hval_used
+            elif block.role in ("header_key_offsets", "header_value_offsets"):
+                written = (self.hused + 1) * 8
+            elif block.role == "header_value_null":
+                written = self.hused
             else:
                 written = block.capacity
             if written > block.touched:
                 block.touched = written
         self._blocks = None
-        return {
+        out = {
             "offset": self.offset,
             "timestamp": self.timestamp,
             "timestamp_type": self.timestamp_type,
@@ -1666,6 +1901,14 @@ cdef class _Columns:
             "value_null": self.value_null,
             "header_count": self.header_count,
         }
+        if self.with_headers:
+            out["header_offsets"] = self.header_offsets
+            out["header_key_offsets"] = self.header_key_offsets[:self.hused + 1]
+            out["header_key_data"] = self.header_key_data[:self.hkey_used]
+            out["header_value_offsets"] = self.header_value_offsets[:self.hused + 1]
+            out["header_value_data"] = self.header_value_data[:self.hval_used]
+            out["header_value_null"] = self.header_value_null[:self.hused]
+        return out
 
 
 # -- writing v2 batches -------------------------------------------------------------------

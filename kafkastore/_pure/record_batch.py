@@ -1000,13 +1000,20 @@ COLUMN_NAMES = (
 
 def decode_columns(buffer, start: int = 0, end: int | None = None, *,
                    validate: bool = True, include_control: bool = False,
-                   max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> dict:
+                   max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                   headers: bool = False) -> dict:
     """Decode every record of ``buffer[start:end]`` into numpy columns.
 
     Returns a dict: ``offset``, ``timestamp`` (int64), ``timestamp_type``
     (int8), ``key_offsets``/``value_offsets`` (int64, n+1 Arrow-style
     offsets into ``key_data``/``value_data``, uint8), ``key_null``/
     ``value_null`` (bool, True where null) and ``header_count`` (int32).
+    With ``headers`` it also holds the headers themselves (h of them in
+    all): ``header_offsets`` (int64, n+1: record i's headers are entries
+    ``header_offsets[i]:header_offsets[i + 1]``), ``header_key_offsets``/
+    ``header_value_offsets`` (int64, h+1, into ``header_key_data``/
+    ``header_value_data``, uint8: the raw bytes, keys not decoded) and
+    ``header_value_null`` (bool, h). Legacy messages have no headers.
     Control batches are skipped unless ``include_control``. Entries are
     walked, checked and rejected as :func:`iter_batches` does, in two
     passes: headers, CRCs of compressed batches, inflation and legacy
@@ -1049,6 +1056,7 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
         parts.append((batch, data))
     offsets, timestamps, ts_types, header_counts = [], [], [], []
     keys, values = [], []
+    header_offsets, header_keys, header_values = [0], [], []
     for batch, data in parts:
         if batch is None:
             recs = data
@@ -1065,20 +1073,32 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
             keys.append(rec.key)
             values.append(rec.value)
             header_counts.append(len(rec.headers))
+            if headers:
+                for hkey, hval in rec.headers:
+                    # Record.headers decoded the key with surrogateescape, which
+                    # gives back the stored bytes exactly, valid UTF-8 or not
+                    header_keys.append(hkey.encode("utf-8", "surrogateescape"))
+                    header_values.append(hval)
+                header_offsets.append(len(header_keys))
     out = {
         "offset": np.array(offsets, dtype=np.int64),
         "timestamp": np.array(timestamps, dtype=np.int64),
         "timestamp_type": np.array(ts_types, dtype=np.int8),
         "header_count": np.array(header_counts, dtype=np.int32),
     }
-    for name, items in (("key", keys), ("value", values)):
+    binary = [("key", keys), ("value", values)]
+    if headers:
+        out["header_offsets"] = np.array(header_offsets, dtype=np.int64)
+        binary += [("header_key", header_keys), ("header_value", header_values)]
+    for name, items in binary:
         lengths = np.array([0 if b is None else len(b) for b in items], dtype=np.int64)
         offs = np.zeros(len(items) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offs[1:])
         out[name + "_offsets"] = offs
         out[name + "_data"] = np.frombuffer(
             b"".join(b for b in items if b is not None), dtype=np.uint8).copy()
-        out[name + "_null"] = np.array([b is None for b in items], dtype=bool)
+        if name != "header_key":  # header keys are never null
+            out[name + "_null"] = np.array([b is None for b in items], dtype=bool)
     return out
 
 
