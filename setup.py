@@ -42,6 +42,7 @@ KERNELS = [
     "entry_walk",
     "offset_map",
     "murmur2",
+    "column_encode",
 ]
 
 # Set once here; a per-file "# cython:" header may only override, with a comment saying why.

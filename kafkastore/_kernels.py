@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING
 
 __all__ = ["BACKEND", "NO_EXTENSIONS", "varint", "record_batch", "index_search",
-           "entry_walk", "offset_map", "murmur2"]
+           "entry_walk", "offset_map", "murmur2", "column_encode"]
 
 
 def _flag(name: str) -> bool:
@@ -28,14 +28,28 @@ def _flag(name: str) -> bool:
 NO_EXTENSIONS: bool = _flag("KAFKASTORE_NO_EXTENSIONS") or sys.implementation.name != "cpython"
 
 if TYPE_CHECKING or NO_EXTENSIONS:
-    from kafkastore._pure import (entry_walk, index_search, murmur2, offset_map, record_batch,
-                                  varint)
+    from kafkastore._pure import (
+        column_encode,
+        entry_walk,
+        index_search,
+        murmur2,
+        offset_map,
+        record_batch,
+        varint,
+    )
 
     BACKEND = "python"
 else:
     try:
-        from kafkastore._ext import (entry_walk, index_search, murmur2, offset_map,
-                                     record_batch, varint)
+        from kafkastore._ext import (
+            column_encode,
+            entry_walk,
+            index_search,
+            murmur2,
+            offset_map,
+            record_batch,
+            varint,
+        )
     except ImportError as exc:  # pragma: no cover - depends on the build
         raise ImportError(
             "kafkastore's compiled kernels are not available "
