@@ -40,6 +40,7 @@ import crc32c
 import numpy as np
 
 from kafkastore import compression as _compression
+from kafkastore._kernels import column_encode as _ce
 from kafkastore._kernels import record_batch as _rb
 from kafkastore._kernels import varint as _varint
 from kafkastore.errors import CorruptRecordError
@@ -63,6 +64,7 @@ __all__ = [
     "decode_columns",
     "set_column_pool_limit",
     "encode_batch",
+    "encode_columns",
     "encode_control_batch",
     "assemble_batch_v2",
     "parse_control_record",
@@ -512,6 +514,47 @@ def encode_v2(records, base_offset: int, attributes: int, compression_level: int
         records, base_offset, partition_leader_epoch, attributes, producer_id,
         producer_epoch, base_sequence, timestamp, max_timestamp, last_offset_delta,
         offsets, delete_horizon_ms, compress)
+
+
+def encode_columns(
+    keys,
+    values,
+    *,
+    rows=None,
+    timestamps=None,
+    headers=None,
+    default_timestamp: int | None = None,
+    compression: CompressionType | int | str | None = CompressionType.NONE,
+    compression_level: int | None = None,
+    max_batch_records: int = 16384,
+    max_batch_bytes: int = 1 << 20,
+    first_offset: int = 0,
+) -> bytes:
+    """Encode Arrow-style columns as v2 batches back to back, no Python object per record.
+
+    ``keys`` and ``values`` are ``(offsets, data, valid)`` triples (``offsets`` n+1
+    int32/int64 positions into ``data``; ``valid`` None or a bool array, False for a
+    null); ``keys`` may be None (no keys). ``rows`` selects and orders the rows
+    (default: all), ``timestamps`` is an int64 epoch-ms array (default:
+    ``default_timestamp``, itself defaulting to now), ``headers`` the six arrays of an
+    Arrow ``list<struct<key: string, value: binary>>`` column (see
+    :mod:`kafkastore._pure.column_encode`). A batch ends at ``max_batch_records``
+    records or ``max_batch_bytes`` bytes of records; offsets run from ``first_offset``
+    across the batches, CreateTime, no producer. The bytes are those
+    :func:`encode_batch` gives for the same records cut the same way.
+    """
+    codec = CompressionType.parse(compression)
+    if compression_level is not None:
+        _compression.validate_level(codec, compression_level)
+    compress = None
+    if codec:
+        def compress(view, _codec=int(codec), _level=compression_level):
+            return _compression.compress(_codec, view, _level, magic=2)
+    return _ce.encode_columns(
+        rows, keys, values, timestamps=timestamps, headers=headers,
+        default_timestamp=_now_ms() if default_timestamp is None else default_timestamp,
+        max_batch_records=max_batch_records, max_batch_bytes=max_batch_bytes,
+        attributes=int(codec), compress=compress, first_offset=first_offset)
 
 
 #: The 61-byte v2 batch header, from the entry's first byte: baseOffset, batchLength,

@@ -37,7 +37,8 @@ SOURCE_PACKAGE = REPO / "kafkastore"
 
 # Kernel modules that exist in both kafkastore._ext and kafkastore._pure; the impl fixture
 # exposes each as an attribute (impl.varint, impl.record_batch). Add new kernels here.
-KERNELS = ("varint", "record_batch", "index_search", "entry_walk", "offset_map", "murmur2")
+KERNELS = ("varint", "record_batch", "index_search", "entry_walk", "offset_map", "murmur2",
+           "column_encode")
 IMPL_PACKAGES = {"cython": "kafkastore._ext", "python": "kafkastore._pure"}
 
 

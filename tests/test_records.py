@@ -1155,3 +1155,26 @@ def test_assemble_batch_v2_wraps_an_encoded_records_section():
     (b,) = R.iter_batches(empty)
     assert len(empty) == 61 and b.is_valid() and b.record_count == 0 and list(b) == []
     assert (b.compression, b.is_control, b.last_offset, b.max_timestamp) == (0, True, 19, 7)
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_encode_columns_is_encode_batch_on_columns(codec):
+    """The public wrapper builds the same compress callback encode_batch uses."""
+    import numpy as np
+
+    from kafkastore.records import encode_batch, encode_columns
+    keys = [None, b"a", b"", b"key-3"]
+    vals = [b"x" * 50, None, b"yy", b""]
+
+    def triple(items):
+        lens = [len(v or b"") for v in items]
+        offs = np.concatenate(([0], np.cumsum(lens))).astype(np.int32)
+        data = np.frombuffer(b"".join(v or b"" for v in items), np.uint8)
+        return offs, data, np.array([v is not None for v in items])
+
+    ts = np.array([5, 9, 7, 11], np.int64)
+    got = encode_columns(triple(keys), triple(vals), timestamps=ts, compression=codec,
+                         rows=np.array([3, 0, 1, 2]))
+    order = [3, 0, 1, 2]
+    want = encode_batch([(keys[i], vals[i], int(ts[i])) for i in order], compression=codec)
+    assert got == want
