@@ -83,6 +83,7 @@ import struct
 import crc32c
 import numpy as np
 
+from kafkastore._pure.record_batch import _uvarint, _zz32, _zz64
 from kafkastore.errors import RecordTooLargeError
 
 __all__ = ["encode_columns"]
@@ -185,23 +186,6 @@ def _binary(col, what: str, n: int | None):
 
 
 # -- records -------------------------------------------------------------------------------
-
-
-def _zz32(v: int) -> int:
-    return ((v << 1) ^ (v >> 31)) & 0xFFFFFFFF
-
-
-def _zz64(v: int) -> int:
-    return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
-
-
-def _uvarint(zz: int) -> bytes:
-    out = bytearray()
-    while zz >= 0x80:
-        out.append((zz & 0x7F) | 0x80)
-        zz >>= 7
-    out.append(zz)
-    return bytes(out)
 
 
 def _uvarint_size(zz: int) -> int:
