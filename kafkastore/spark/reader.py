@@ -1,0 +1,311 @@
+"""Executor side of a Spark read: segment byte ranges to Arrow record batches.
+
+A task gets a :class:`~kafkastore.spark.planner.Split` and yields
+``pyarrow.RecordBatch``es whose schema equals Spark's Arrow form of the Kafka
+source schema (every field nullable, ``binary`` not ``large_binary``,
+``timestamp[us, tz=UTC]``, ``int32`` partition): Spark rejects anything else.
+
+No Python object is made per record: files are read with ``pread`` into
+bounded chunks (never mapped, so a file another process truncates cannot kill
+the worker), entries are walked and CRC-checked by ``scan_batches``, records are
+decoded by ``decode_columns`` into numpy columns, and the Arrow arrays are built
+over those buffers.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from kafkastore.errors import KafkaStoreError
+from kafkastore.file_records import read_chunks
+from kafkastore.records import decode_columns
+from kafkastore.spark.planner import SegmentSlice, Split
+
+__all__ = ["KAFKA_FIELDS", "HEADERS_FIELD", "schema_ddl", "arrow_schema", "read_split",
+           "columns_to_arrow"]
+
+#: Spark-Kafka's source schema, in order: (name, Spark SQL type).
+KAFKA_FIELDS = (
+    ("key", "binary"),
+    ("value", "binary"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "timestamp"),
+    ("timestampType", "int"),
+)
+HEADERS_FIELD = ("headers", "array<struct<key:string,value:binary>>")
+
+_CHUNK = 8 << 20
+_V2_HEADER = 61
+_HEADERS = ({}, {"headers": True})
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_MS_LIMIT = (1 << 63) // 1000
+
+
+def schema_ddl(include_headers: bool) -> str:
+    """The source schema as DDL (what ``DataSource.schema()`` returns)."""
+    fields = KAFKA_FIELDS + ((HEADERS_FIELD,) if include_headers else ())
+    return ", ".join(f"`{n}` {t}" for n, t in fields)
+
+
+def _arrow_type(name: str):
+    import pyarrow as pa
+    return {
+        "key": pa.binary(),
+        "value": pa.binary(),
+        "topic": pa.string(),
+        "partition": pa.int32(),
+        "offset": pa.int64(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "timestampType": pa.int32(),
+        "headers": pa.list_(pa.struct([pa.field("key", pa.string()),
+                                       pa.field("value", pa.binary())])),
+    }[name]
+
+
+def arrow_schema(names: Sequence[str]):
+    """The Arrow schema Spark expects for these Kafka columns, in this order."""
+    import pyarrow as pa
+    return pa.schema([pa.field(n, _arrow_type(n), nullable=True) for n in names])
+
+
+def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
+               offset_in: frozenset | None = None, batch_rows: int = 65536,
+               chunk_size: int = _CHUNK) -> Iterator:
+    """Yield the records of ``split`` as Arrow batches with the columns ``names``.
+
+    ``ts_min`` skips whole batches whose max timestamp is below it (a pushed
+    ``timestamp >= T``; Spark re-checks the rows). ``offset_in`` keeps only those
+    offsets (a pushed ``offset IN (...)``, which is exact). Control batches are
+    skipped. A corrupt entry raises a :class:`~kafkastore.errors.KafkaStoreError`
+    naming the file and position.
+    """
+    headers = "headers" in names
+    schema = arrow_schema(names)
+    topic = split.topic.encode()
+    for sl in split.slices:
+        for cols, i0, i1 in _slice_columns(sl, headers, ts_min, chunk_size):
+            offsets = cols["offset"]
+            if offset_in is not None:
+                keep = np.flatnonzero(np.isin(offsets[i0:i1], np.fromiter(
+                    offset_in, dtype=np.int64, count=len(offset_in)))) + i0
+                if len(keep) == 0:
+                    continue
+                cols = _take(cols, keep, headers)
+                i0, i1 = 0, len(keep)
+            for a in range(i0, i1, batch_rows):
+                b = min(a + batch_rows, i1)
+                yield columns_to_arrow(cols, a, b, names, schema, topic, split.partition)
+
+
+def _take(cols: dict, rows: np.ndarray, headers: bool) -> dict:
+    """The columns of ``rows`` only (for the rare ``offset IN`` pushdown)."""
+    out = {k: cols[k][rows] for k in ("offset", "timestamp", "timestamp_type")}
+    for side in ("key", "value"):
+        offs, data, null = cols[f"{side}_offsets"], cols[f"{side}_data"], cols[f"{side}_null"]
+        parts = [data[offs[r]:offs[r + 1]] for r in rows]
+        lens = np.array([len(p) for p in parts], dtype=np.int64)
+        out[f"{side}_offsets"] = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        out[f"{side}_data"] = np.concatenate(parts) if parts else np.empty(0, np.uint8)
+        out[f"{side}_null"] = null[rows]
+    if headers:
+        ho = cols["header_offsets"]
+        entries = np.concatenate([np.arange(ho[r], ho[r + 1]) for r in rows]) \
+            if len(rows) else np.empty(0, np.int64)
+        counts = ho[rows + 1] - ho[rows]
+        out["header_offsets"] = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        for side in ("key", "value"):
+            offs, data = cols[f"header_{side}_offsets"], cols[f"header_{side}_data"]
+            parts = [data[offs[e]:offs[e + 1]] for e in entries]
+            lens = np.array([len(p) for p in parts], dtype=np.int64)
+            out[f"header_{side}_offsets"] = np.concatenate(([0], np.cumsum(lens))).astype(
+                np.int64)
+            out[f"header_{side}_data"] = np.concatenate(parts) if parts else np.empty(
+                0, np.uint8)
+        out["header_value_null"] = cols["header_value_null"][entries.astype(np.int64)]
+    return out
+
+
+def _verified_start(fd: int, sl: SegmentSlice, size: int) -> int:
+    """``sl.position`` if the entry there is the one the index promised, else 0.
+
+    An index entry holds the last offset of the batch at its position (for a
+    legacy entry, the offset field itself). If the segment was replaced since
+    planning (the cleaner swaps in a file with the same name), the position no
+    longer holds that batch, and the slice is read from the start of the file.
+    """
+    if sl.position == 0 or sl.expect_last < 0:
+        return sl.position
+    head = os.pread(fd, _V2_HEADER, sl.position) if sl.position < size else b""
+    if len(head) >= 17:
+        magic = head[16]
+        if magic >= 2 and len(head) >= _V2_HEADER:
+            base = _I64.unpack_from(head, 0)[0]
+            last = base + _I32.unpack_from(head, 23)[0]
+        else:
+            last = _I64.unpack_from(head, 0)[0]
+        if last == sl.expect_last:
+            return sl.position
+    return 0
+
+
+def _slice_columns(sl: SegmentSlice, headers: bool, ts_min: int | None, chunk_size: int):
+    """Yield ``(columns, i0, i1)``: decoded chunks of ``sl`` and the rows in ``[lo, hi)``."""
+    try:
+        fd = os.open(sl.path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise KafkaStoreError(
+            f"Segment {sl.path} was deleted (by retention or the log cleaner) after the "
+            f"query was planned; offsets {sl.lo}-{sl.hi} can no longer be read. Run the "
+            f"query again.", path=sl.path, offset=sl.lo) from None
+    try:
+        size = os.fstat(fd).st_size
+        start = _verified_start(fd, sl, size)
+
+        buf = bytearray()
+
+        def read(position: int, n: int) -> memoryview:
+            # one buffer for the whole slice: a fresh 8 MiB bytes per chunk would cost
+            # its page faults on every read (decode_columns copies what it keeps)
+            nonlocal buf
+            if len(buf) < n:
+                buf = bytearray(n)
+            got = os.preadv(fd, [memoryview(buf)[:n]], position)
+            return memoryview(buf)[:got]
+
+        for pos, data, scan in read_chunks(read, start, size, chunk_size, validate=True):
+            n = len(scan)
+            if n:
+                last = scan.last_offset
+                first = np.where(scan.magic >= 2, scan.base_offset, last)
+                keep = last >= sl.lo
+                after = first >= sl.hi
+                stop = bool(after.any())
+                keep &= ~after
+                if ts_min is not None:
+                    keep &= scan.max_timestamp >= ts_min
+                for a, b in _runs(keep):
+                    begin = int(scan.position[a])
+                    end = int(scan.position[b - 1] + scan.size[b - 1])
+                    cols = _as_dict(decode_columns(data, begin, end, validate=False,
+                                                   **_HEADERS[headers]))
+                    offs = cols["offset"]
+                    i0 = int(np.searchsorted(offs, sl.lo, side="left"))
+                    i1 = int(np.searchsorted(offs, sl.hi, side="left"))
+                    if i0 < i1:
+                        yield cols, i0, i1
+                if stop:
+                    return
+            if scan.error is not None:
+                raise scan.error.with_context(path=sl.path, position_base=pos)
+    finally:
+        os.close(fd)
+
+
+def _as_dict(cols) -> dict:
+    return {name: getattr(cols, name) for name in type(cols).__slots__
+            if getattr(cols, name, None) is not None}
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``[a, b)`` index runs where ``mask`` is True."""
+    if mask.all():
+        return [(0, len(mask))] if len(mask) else []
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
+    return list(zip(edges[0::2].tolist(), edges[1::2].tolist()))
+
+
+def _binary(pa, typ, offsets: np.ndarray, data: np.ndarray, null: np.ndarray | None,
+            a: int, b: int):
+    lo, hi = int(offsets[a]), int(offsets[b])
+    if hi - lo >= 1 << 31:
+        raise KafkaStoreError(f"{hi - lo} bytes of keys or values in one Arrow batch; "
+                              "lower the arrowBatchRows option")
+    offs = (offsets[a:b + 1] - lo).astype(np.int32)
+    validity = None
+    nulls = 0
+    if null is not None:
+        part = null[a:b]
+        nulls = int(np.count_nonzero(part))
+        if nulls:
+            validity = pa.py_buffer(np.packbits(~part, bitorder="little"))
+    return pa.Array.from_buffers(typ, b - a, [validity, pa.py_buffer(offs),
+                                              pa.py_buffer(data[lo:hi])], null_count=nulls)
+
+
+def columns_to_arrow(cols: dict, a: int, b: int, names: Sequence[str], schema,
+                     topic: bytes, partition: int):
+    """Rows ``[a, b)`` of decoded columns as one ``pyarrow.RecordBatch`` of ``schema``."""
+    import pyarrow as pa
+
+    n = b - a
+    arrays = []
+    for name in names:
+        if name == "key":
+            arr = _binary(pa, pa.binary(), cols["key_offsets"], cols["key_data"],
+                          cols["key_null"], a, b)
+        elif name == "value":
+            arr = _binary(pa, pa.binary(), cols["value_offsets"], cols["value_data"],
+                          cols["value_null"], a, b)
+        elif name == "topic":
+            offs = np.arange(0, (n + 1) * len(topic), len(topic) or 1, dtype=np.int32)[:n + 1] \
+                if topic else np.zeros(n + 1, np.int32)
+            arr = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offs),
+                                                         pa.py_buffer(topic * n)])
+        elif name == "partition":
+            arr = pa.array(np.full(n, partition, dtype=np.int32))
+        elif name == "offset":
+            arr = pa.array(cols["offset"][a:b])
+        elif name == "timestamp":
+            ms = cols["timestamp"][a:b]
+            bad = (ms >= _MS_LIMIT) | (ms <= -_MS_LIMIT)
+            us = ms * 1000
+            if bad.any():   # beyond what microseconds hold: null rather than wrapped
+                arr = pa.array(np.where(bad, 0, us), type=pa.timestamp("us", tz="UTC"),
+                               mask=bad)
+            else:
+                arr = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n,
+                                            [None, pa.py_buffer(us)])
+        elif name == "timestampType":
+            arr = pa.array(cols["timestamp_type"][a:b].astype(np.int32))
+        elif name == "headers":
+            arr = _headers(pa, cols, a, b)
+        else:  # pragma: no cover - names are checked by the source
+            raise ValueError(f"unknown column {name}")
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _headers(pa, cols: dict, a: int, b: int):
+    """``list<struct<key: string, value: binary>>``; null (not empty) for a record
+    without headers, as Spark-Kafka gives."""
+    ho = cols["header_offsets"]
+    h0, h1 = int(ho[a]), int(ho[b])
+    counts = np.diff(ho[a:b + 1])
+    keys = _binary(pa, pa.string(), cols["header_key_offsets"], cols["header_key_data"],
+                   None, h0, h1)
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid:
+        # Kafka stores header keys as bytes; Spark-Kafka decodes them as Java's
+        # new String(bytes, UTF_8) does, replacing what is not UTF-8 with U+FFFD
+        raw = pa.Array.from_buffers(pa.binary(), len(keys), keys.buffers())
+        keys = pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()],
+                        type=pa.string())
+    values = _binary(pa, pa.binary(), cols["header_value_offsets"],
+                     cols["header_value_data"], cols["header_value_null"], h0, h1)
+    struct = pa.StructArray.from_arrays([keys, values], fields=[
+        pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    none = counts == 0
+    nulls = int(np.count_nonzero(none))
+    validity = pa.py_buffer(np.packbits(~none, bitorder="little")) if nulls else None
+    list_offsets = (ho[a:b + 1] - h0).astype(np.int32)
+    return pa.ListArray.from_buffers(
+        pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])),
+        b - a, [validity, pa.py_buffer(list_offsets)], null_count=nulls, children=[struct])
