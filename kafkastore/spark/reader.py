@@ -41,6 +41,7 @@ KAFKA_FIELDS = (
 HEADERS_FIELD = ("headers", "array<struct<key:string,value:binary>>")
 
 _CHUNK = 8 << 20
+_UNKNOWN = -(1 << 62)   # "the entry before is unknown": its successor may start anywhere
 _V2_HEADER = 61
 _HEADERS = ({}, {"headers": True})
 _I64 = struct.Struct(">q")
@@ -179,11 +180,16 @@ def _slice_columns(sl: SegmentSlice, headers: bool, ts_min: int | None, chunk_si
             got = os.preadv(fd, [memoryview(buf)[:n]], position)
             return memoryview(buf)[:got]
 
+        prev_last = _UNKNOWN
         for pos, data, scan in read_chunks(read, start, size, chunk_size, validate=True):
             n = len(scan)
             if n:
                 last = scan.last_offset
-                first = np.where(scan.magic >= 2, scan.base_offset, last)
+                # a legacy entry's first offset is not in its header (a compressed
+                # wrapper's offset is its last inner one): it is past the entry before
+                first = np.where(scan.magic >= 2, scan.base_offset,
+                                 np.concatenate(([prev_last], last[:-1])) + 1)
+                prev_last = int(last[-1])
                 keep = last >= sl.lo
                 after = first >= sl.hi
                 stop = bool(after.any())
