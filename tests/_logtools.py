@@ -19,7 +19,7 @@ from typing import NamedTuple
 from kafkastore import _fileio
 from kafkastore.config import LogConfig
 from kafkastore.log import Log
-from kafkastore.records import iter_batches, scan_batches
+from kafkastore.records import iter_batches, iter_records, scan_batches
 
 #: A fixed "now" for the injected clocks (Kafka's MockTime starts at a real-looking time too).
 T0 = 1_700_000_000_000
@@ -106,6 +106,24 @@ def disk_records(directory) -> list[Rec]:
         for batch in iter_batches(data, validate=True):
             if not batch.is_control:
                 out.extend(rec_of(r) for r in batch)
+    return out
+
+
+def topic_records(root, topic: str) -> dict[int, list]:
+    """``{partition: [Record]}`` of ``topic`` under the log directory ``root``: the full
+    records (headers included) of each partition's ``.log`` files, read from the bytes on
+    disk, control batches left out."""
+    out: dict[int, list] = {}
+    prefix = topic + "-"
+    for name in sorted(os.listdir(root)):
+        if not (name.startswith(prefix) and name[len(prefix):].isdigit()):
+            continue
+        directory = os.path.join(root, name)
+        records = []
+        for seg in segment_files(directory):
+            with open(os.path.join(directory, seg), "rb") as f:
+                records.extend(iter_records(f.read()))
+        out[int(name[len(prefix):])] = records
     return out
 
 

@@ -10,10 +10,10 @@ import json
 import os
 
 import pytest
+from _logtools import topic_records
 
 from kafkastore.errors import ConfigError
 from kafkastore.manager import LogManager
-from kafkastore.records import iter_records
 from kafkastore.spark import writer as W
 from kafkastore.spark.layout import STAGING_DIR
 from kafkastore.spark.options import parse_write_options
@@ -39,20 +39,6 @@ def stage(opts, job, task, *batches):
     return s.finish()
 
 
-def values(root, topic):
-    out = {}
-    for name in sorted(os.listdir(root)):
-        if name.startswith(topic + "-"):
-            d = os.path.join(root, name)
-            recs = []
-            for f in sorted(os.listdir(d)):
-                if f.endswith(".log"):
-                    with open(os.path.join(d, f), "rb") as fh:
-                        recs.extend(iter_records(fh.read()))
-            out[int(name.rsplit("-", 1)[1])] = recs
-    return out
-
-
 @pytest.fixture
 def opts(tmp_path):
     return parse_write_options({"path": str(tmp_path / "logs"), "topic": "t",
@@ -64,7 +50,7 @@ def test_commit_appends_in_task_order(opts):
     m1 = stage(opts, job, 1, batch(50, 1000))
     m0 = stage(opts, job, 0, batch(50, 0), batch(20, 500))
     W.commit_job(opts, job, [m1, None, m0])
-    logs = values(opts.path, "t")
+    logs = topic_records(opts.path, "t")
     assert sorted(logs) == [0, 1, 2]
     for recs in logs.values():
         assert [r.offset for r in recs] == list(range(len(recs)))
@@ -96,11 +82,11 @@ def test_a_crash_inside_a_commit_is_rolled_back_by_the_next(opts, monkeypatch):
     monkeypatch.setattr(W, "_append_file", real)
     journals = [n for n in os.listdir(opts.path) if n.startswith(W.JOURNAL_PREFIX)]
     assert len(journals) == 1
-    assert sum(len(v) for v in values(opts.path, "t").values()) > 3   # half appended
+    assert sum(len(v) for v in topic_records(opts.path, "t").values()) > 3   # half appended
     # the next write (any job) rolls the half-done commit back, then commits its own
     job2 = W.new_job_id()
     W.commit_job(opts, job2, [stage(opts, job2, 0, batch(9, 5000))])
-    logs = values(opts.path, "t")
+    logs = topic_records(opts.path, "t")
     assert sum(len(v) for v in logs.values()) == 3 + 9
     assert all(v[0].value == b"x" for v in logs.values())
     assert not [n for n in os.listdir(opts.path) if n.startswith(W.JOURNAL_PREFIX)]
@@ -113,14 +99,14 @@ def test_streaming_batches_commit_once(tmp_path):
     W.commit_job(opts, job, [stage(opts, job, 0, batch(10))], batch_id=0)
     W.commit_job(opts, job, [stage(opts, job, 0, batch(10))], batch_id=0)   # a replay
     W.commit_job(opts, job, [stage(opts, job, 0, batch(5))], batch_id=1)
-    assert len(values(opts.path, "t")[0]) == 15
+    assert len(topic_records(opts.path, "t")[0]) == 15
     assert W.committed_batch(opts.path, "/chk/q1") == 1
     # a crash after the batch id was recorded but before the journal went: complete,
     # so the next commit must not roll it back
     with open(os.path.join(opts.path, W.JOURNAL_PREFIX + "dead.json"), "w") as f:
         json.dump({"job": "dead", "sink": "/chk/q1", "batch": 1, "leo": {"t": {"0": 10}}}, f)
     W.commit_job(opts, job, [stage(opts, job, 0, batch(1))], batch_id=2)
-    assert len(values(opts.path, "t")[0]) == 16
+    assert len(topic_records(opts.path, "t")[0]) == 16
     with pytest.raises(ConfigError, match="stable id"):
         W.commit_job(parse_write_options({"path": opts.path, "topic": "t"}, streaming=True),
                      job, [], batch_id=3)

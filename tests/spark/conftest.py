@@ -47,8 +47,9 @@ def spark():
     import kafkastore
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(kafkastore.__file__)))
     # and the test modules, whose functions the tasks unpickle by reference
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        [pkg_root, HERE, os.path.dirname(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+        [pkg_root, HERE, os.path.dirname(HERE), *inherited])
     from pyspark.sql import SparkSession
 
     log4j = os.path.join(HERE, "log4j2-quiet.properties")

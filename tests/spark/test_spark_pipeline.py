@@ -7,7 +7,7 @@ import json
 import os
 from collections import defaultdict
 
-from kafkastore.records import iter_records
+from _logtools import topic_records
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "examples",
                        "spark_pipeline.py")
@@ -23,28 +23,17 @@ def test_example_pipeline(spark, tmp_path):
     sums = defaultdict(float)
     counts = defaultdict(int)
     n = 0
-    for p in range(3):
-        d = os.path.join(root, f"orders-{p}")
-        for name in sorted(os.listdir(d)):
-            if name.endswith(".log"):
-                with open(os.path.join(d, name), "rb") as f:
-                    for r in iter_records(f.read()):
-                        o = json.loads(r.value)
-                        assert r.key.decode() == o["customer"]
-                        window = r.timestamp // 60_000
-                        sums[(o["customer"], window)] += o["amount"]
-                        counts[(o["customer"], window)] += 1
-                        n += 1
+    for recs in topic_records(root, "orders").values():
+        for r in recs:
+            o = json.loads(r.value)
+            assert r.key.decode() == o["customer"]
+            window = r.timestamp // 60_000
+            sums[(o["customer"], window)] += o["amount"]
+            counts[(o["customer"], window)] += 1
+            n += 1
     assert n == 30_000
     best = sorted(sums.items(), key=lambda kv: (-round(kv[1], 2), kv[0]))[:5]
     assert [(r.customer, round(r.total, 2), r.orders) for r in top] == [
         (c, round(total, 2), counts[(c, w)]) for (c, w), total in best]
-    stats = 0
-    for p in range(3):
-        d = os.path.join(root, f"order-stats-{p}")
-        if os.path.isdir(d):
-            for name in os.listdir(d):
-                if name.endswith(".log"):
-                    with open(os.path.join(d, name), "rb") as f:
-                        stats += sum(1 for _ in iter_records(f.read()))
+    stats = sum(len(recs) for recs in topic_records(root, "order-stats").values())
     assert stats == len(sums)

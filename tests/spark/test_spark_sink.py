@@ -8,29 +8,12 @@ import time
 import warnings
 
 import pytest
+from _logtools import topic_records
 
 from kafkastore.manager import LogManager
-from kafkastore.records import iter_records
 from kafkastore.spark.layout import STAGING_DIR
 
 T0 = 1_700_000_000_000
-
-
-def disk(root, topic):
-    """{partition: [Record]} read from the segment files."""
-    out = {}
-    for name in sorted(os.listdir(root)):
-        if not name.startswith(topic + "-") or not name[len(topic) + 1:].isdigit():
-            continue
-        p = int(name[len(topic) + 1:])
-        d = os.path.join(root, name)
-        recs = []
-        for f in sorted(os.listdir(d)):
-            if f.endswith(".log"):
-                with open(os.path.join(d, f), "rb") as fh:
-                    recs.extend(iter_records(fh.read()))
-        out[p] = recs
-    return out
 
 
 def staging_left(root):
@@ -68,7 +51,7 @@ def test_write_then_read_round_trip(spark, tmp_path, kp_murmur2):
               "ts long").selectExpr("key", "value", "headers", "timestamp_millis(ts) AS timestamp")
     df.repartition(4).write.format("kafkastore").option("topic", "events") \
         .option("partitions", "5").mode("append").save(root)
-    logs = disk(root, "events")
+    logs = topic_records(root, "events")
     assert sorted(logs) == [0, 1, 2, 3, 4]
     seen = {}
     for p, recs in logs.items():
@@ -97,7 +80,7 @@ def test_topic_and_partition_columns(spark, tmp_path):
                                "topic string, partition int, key string, value string")
     df.write.format("kafkastore").option("partitions", "3").mode("append").save(root)
     for t in ("t0", "t1"):
-        logs = disk(root, t)
+        logs = topic_records(root, t)
         for p, recs in logs.items():
             assert {int(r.value[1:]) % 3 for r in recs} == {p}
             assert {int(r.value[1:]) % 2 for r in recs} == {int(t[1])}
@@ -115,7 +98,7 @@ def test_sink_refuses_what_spark_kafka_refuses(spark, tmp_path):
             .mode("append").save(root)
     with pytest.raises(Exception, match="topic option required"):
         df.write.format("kafkastore").mode("append").save(root)
-    assert not os.path.exists(os.path.join(root, "t-0")) or disk(root, "t") == {0: []}
+    assert not os.path.exists(os.path.join(root, "t-0")) or topic_records(root, "t") == {0: []}
     assert staging_left(root) == []
 
 
@@ -139,7 +122,7 @@ def test_a_failed_or_killed_task_leaves_the_logs_unchanged(spark, tmp_path):
     after = {f: os.path.getsize(os.path.join(root, "t-0", f))
              for f in os.listdir(os.path.join(root, "t-0")) if f != STAGING_DIR}
     assert after == before
-    assert disk(root, "t")[0][-1].value == b"record" and len(disk(root, "t")[0]) == 1
+    assert [r.value for r in topic_records(root, "t")[0]] == [b"record"]
     assert staging_left(root) == []
     # a worker that dies outright (a kill, a segfault) instead of raising
     df = spark.range(2000).repartition(4).rdd.map(
@@ -147,7 +130,7 @@ def test_a_failed_or_killed_task_leaves_the_logs_unchanged(spark, tmp_path):
         "key string, value string")
     with pytest.raises(Exception):
         df.write.format("kafkastore").option("topic", "t").mode("append").save(root)
-    assert len(disk(root, "t")[0]) == 1
+    assert len(topic_records(root, "t")[0]) == 1
     assert staging_left(root) == []
 
 
@@ -174,14 +157,14 @@ def test_streaming_exactly_once_across_restarts(spark, tmp_path):
     with open(os.path.join(chk, "offsets", "0")) as f:
         assert json.loads(f.read().splitlines()[-1]) == {"in": {"0": 20, "1": 20}}
     assert len(os.listdir(os.path.join(chk, "commits"))) >= 3   # 100 rows / 40 a trigger
-    out = disk(root, "out")
+    out = topic_records(root, "out")
     assert sorted(r.value for recs in out.values() for r in recs) == sorted(
         f"v{p}-{i}".encode() for p in range(2) for i in range(50))
     # the sink's batch id survives a restart: replaying a committed batch writes nothing
     with LogManager(root, background=False) as m:
         m.get("in", 0).append([(b"new", b"late", T0 + 99)])
     q = run()
-    out = disk(root, "out")
+    out = topic_records(root, "out")
     values = sorted(r.value for recs in out.values() for r in recs)
     assert len(values) == 101 and values.count(b"late") == 1
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
 
 import pytest
+from _logtools import topic_records
 
 from kafkastore.manager import LogManager
-from kafkastore.records import iter_records
 
 T0 = 1_700_000_000_000
 KAFKA_SCHEMA = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
@@ -43,16 +42,6 @@ def make_logs(root, topic="orders", partitions=3, batches=12, per_batch=25, head
     return str(root)
 
 
-def disk_rows(root, topic, partition):
-    d = os.path.join(root, f"{topic}-{partition}")
-    out = []
-    for name in sorted(os.listdir(d)):
-        if name.endswith(".log"):
-            with open(os.path.join(d, name), "rb") as f:
-                out.extend(iter_records(f.read()))
-    return out
-
-
 def read(spark, root, **options):
     r = spark.read.format("kafkastore")
     for k, v in options.items():
@@ -76,7 +65,7 @@ def test_batch_read_gives_every_record(spark, tmp_path):
     got = {(r.partition, r.offset): r for r in rows}
     n = 0
     for p in range(3):
-        for rec in disk_rows(root, "orders", p):
+        for rec in topic_records(root, "orders")[p]:
             r = got[(p, rec.offset)]
             n += 1
             assert (r.key, r.value, r.topic) == (rec.key, rec.value, "orders")
