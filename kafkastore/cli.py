@@ -88,20 +88,10 @@ def _log_dir(path: str) -> str:
 
 def _partition_dirs(directory: str, topic: str | None = None):
     """``(TopicPartition, path)`` of the live partition directories of a log directory."""
-    from kafkastore.errors import InvalidPartitionDirError
-    from kafkastore.log_dir import parse_partition_dir_name
+    from kafkastore.log_dir import live_partition_dirs
 
-    out = []
-    for entry in sorted(os.scandir(_log_dir(directory)), key=lambda e: e.name):
-        if not entry.is_dir():
-            continue
-        try:
-            parsed = parse_partition_dir_name(entry.name, strict=False)
-        except InvalidPartitionDirError:
-            continue
-        if parsed.suffix or (topic is not None and parsed.topic_partition.topic != topic):
-            continue
-        out.append((parsed.topic_partition, entry.path))
+    out = [(tp, path) for tp, path in live_partition_dirs(_log_dir(directory), strict=False)
+           if topic is None or tp.topic == topic]
     return sorted(out)
 
 

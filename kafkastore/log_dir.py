@@ -56,6 +56,7 @@ __all__ = [
     "MetaProperties",
     "PartitionDirName",
     "check_partition_dir",
+    "live_partition_dirs",
     "log_delete_dir_name",
     "log_dir_name",
     "log_future_dir_name",
@@ -237,6 +238,24 @@ def parse_topic_partition_name(name: str, *, strict: bool = True,
     See :func:`parse_partition_dir_name`, which also returns the suffix.
     """
     return parse_partition_dir_name(name, strict=strict, path=path).topic_partition
+
+
+def live_partition_dirs(root: str, *, strict: bool = True):
+    """``(TopicPartition, path)`` of each live partition directory of the log directory
+    ``root``, in name order: entries that are not directories, whose names do not parse
+    (``remote-log-index-cache``, strays of other tools) or that carry a suffix
+    (``-delete``, ``-future``, ``-stray``) are left out. ``strict`` as for
+    :func:`parse_partition_dir_name`. Raises :class:`FileNotFoundError` if ``root`` does
+    not exist."""
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if not entry.is_dir():
+            continue
+        try:
+            parsed = parse_partition_dir_name(entry.name, strict=strict)
+        except InvalidPartitionDirError:
+            continue
+        if not parsed.suffix:
+            yield parsed.topic_partition, entry.path
 
 
 def check_partition_dir(log_dir: str, name: str) -> str:

@@ -492,6 +492,16 @@ def encode_batch(
                      partition_leader_epoch, last_offset_delta, offsets, delete_horizon_ms)
 
 
+def _v2_compressor(codec: int, level: int | None):
+    """The ``compress(view) -> bytes`` callback the v2 encoders take (None: no codec)."""
+    if not codec:
+        return None
+
+    def compress(view, _codec=codec, _level=level):
+        return _compression.compress(_codec, view, _level, magic=2)
+    return compress
+
+
 def encode_v2(records, base_offset: int, attributes: int, compression_level: int | None,
               timestamp: int, max_timestamp: int | None = None, producer_id: int = -1,
               producer_epoch: int = -1, base_sequence: int = -1,
@@ -505,11 +515,9 @@ def encode_v2(records, base_offset: int, attributes: int, compression_level: int
     append path of :class:`~kafkastore.log.Log`, where a 100-record batch
     costs about 5 us and keyword handling would add a sixth to it.
     """
-    compress = None
     codec = attributes & 0x07
-    if codec:
-        def compress(view, _codec=codec, _level=compression_level):
-            return _compression.compress(_codec, view, _level, magic=2)
+    # (no call for an uncompressed batch: this is Log.append's path)
+    compress = _v2_compressor(codec, compression_level) if codec else None
     return _rb.encode_batch_v2(
         records, base_offset, partition_leader_epoch, attributes, producer_id,
         producer_epoch, base_sequence, timestamp, max_timestamp, last_offset_delta,
@@ -546,10 +554,7 @@ def encode_columns(
     codec = CompressionType.parse(compression)
     if compression_level is not None:
         _compression.validate_level(codec, compression_level)
-    compress = None
-    if codec:
-        def compress(view, _codec=int(codec), _level=compression_level):
-            return _compression.compress(_codec, view, _level, magic=2)
+    compress = _v2_compressor(int(codec), compression_level)
     return _ce.encode_columns(
         rows, keys, values, timestamps=timestamps, headers=headers,
         default_timestamp=_now_ms() if default_timestamp is None else default_timestamp,

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kafkastore import _fileio
 from kafkastore.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
-from kafkastore.errors import CorruptRecordError, InvalidPartitionDirError, KafkaStoreError
+from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.file_records import FileRecords
-from kafkastore.log_dir import parse_partition_dir_name
+from kafkastore.log_dir import live_partition_dirs
 from kafkastore.records import iter_batches
 from kafkastore.segment import (
     INDEX_FILE_SUFFIX,
@@ -32,7 +33,7 @@ from kafkastore.segment import (
     log_file_offset,
     segment_file,
 )
-from kafkastore.topic import TopicPartition
+from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME, TopicPartition
 
 __all__ = ["SegmentRef", "PartitionLayout", "list_partitions", "STAGING_DIR"]
 
@@ -61,30 +62,11 @@ def list_partitions(root: str) -> Iterator[tuple[TopicPartition, str]]:
     ``LogManager`` skips them.
     """
     try:
-        entries = sorted(os.scandir(root), key=lambda e: e.name)
+        for tp, path in live_partition_dirs(root):
+            if tp.topic != CLUSTER_METADATA_TOPIC_NAME:
+                yield tp, path
     except FileNotFoundError:
         raise KafkaStoreError(f"Log directory {root} does not exist", path=root) from None
-    for entry in entries:
-        if not entry.is_dir():
-            continue
-        try:
-            parsed = parse_partition_dir_name(entry.name)
-        except InvalidPartitionDirError:
-            continue   # remote-log-index-cache, or anything that is not a partition
-        if parsed.suffix:
-            continue
-        tp = parsed.topic_partition
-        if tp.topic == "__cluster_metadata":
-            continue
-        yield tp, entry.path
-
-
-def _read_file(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return b""
 
 
 class PartitionLayout:
@@ -149,7 +131,7 @@ class PartitionLayout:
     def _compute_leo(self) -> int:
         for seg in reversed(self.segments):
             start = 0
-            rel, pos = self.offset_index(seg)
+            _, pos = self.offset_index(seg)
             if len(pos):
                 start = int(pos[-1])
             last = self._last_offset_from(seg, start)
@@ -200,39 +182,40 @@ class PartitionLayout:
         after damage end it. A missing or unreadable index gives no entries.
         """
         cached = self._indexes.get(seg.base_offset)
-        if cached is not None:
-            return cached
-        path = segment_file(os.path.dirname(seg.path), seg.base_offset, INDEX_FILE_SUFFIX)
-        data = _read_file(path)
-        arr = np.frombuffer(data, dtype=_OFFSET_ENTRY, count=len(data) // 8)
-        rel = arr["rel"].astype(np.int64)
-        pos = arr["pos"].astype(np.int64)
-        n = _increasing_prefix(rel, pos, seg.size)
-        out = (rel[:n] + seg.base_offset, pos[:n])
-        self._indexes[seg.base_offset] = out
-        return out
+        if cached is None:
+            arr = self._entries(seg, INDEX_FILE_SUFFIX, _OFFSET_ENTRY)
+            rel = arr["rel"].astype(np.int64)
+            pos = arr["pos"].astype(np.int64)
+            n = _increasing_prefix(rel, pos, seg.size)
+            cached = self._indexes[seg.base_offset] = (rel[:n] + seg.base_offset, pos[:n])
+        return cached
 
     def time_index(self, seg: SegmentRef) -> tuple[np.ndarray, np.ndarray]:
-        """The valid entries of ``seg``'s ``.timeindex``: timestamps and absolute offsets."""
+        """The valid entries of ``seg``'s ``.timeindex``: timestamps and absolute offsets.
+
+        The prefix of entries whose timestamps and offsets do not decrease; an all-zero
+        entry after the first (a preallocated file's tail) ends it."""
         cached = self._times.get(seg.base_offset)
-        if cached is not None:
-            return cached
-        path = segment_file(os.path.dirname(seg.path), seg.base_offset, TIME_INDEX_FILE_SUFFIX)
-        data = _read_file(path)
-        arr = np.frombuffer(data, dtype=_TIME_ENTRY, count=len(data) // 12)
-        ts = arr["ts"].astype(np.int64)
-        rel = arr["rel"].astype(np.int64)
-        n = len(ts)
-        if n:
-            # non-decreasing timestamps and offsets; zeros of a preallocated file end it
-            bad = np.flatnonzero((np.diff(ts) < 0) | (np.diff(rel) < 0)
-                                 | ((ts[1:] == 0) & (rel[1:] == 0)))
-            n = int(bad[0]) + 1 if len(bad) else n
-            if ts[0] == 0 and rel[0] == 0 and n == 1 and len(ts) > 1:
-                n = 0 if ts[1] == 0 else n
-        out = (ts[:n], rel[:n] + seg.base_offset)
-        self._times[seg.base_offset] = out
-        return out
+        if cached is None:
+            arr = self._entries(seg, TIME_INDEX_FILE_SUFFIX, _TIME_ENTRY)
+            ts = arr["ts"].astype(np.int64)
+            rel = arr["rel"].astype(np.int64)
+            zero = (ts == 0) & (rel == 0)
+            bad = np.zeros(len(ts), dtype=bool)
+            bad[1:] = zero[1:] | (np.diff(ts) < 0) | (np.diff(rel) < 0)
+            stop = np.flatnonzero(bad)
+            n = int(stop[0]) if len(stop) else len(ts)
+            if n == 1 and zero[0] and len(ts) > 1 and ts[1] == 0:
+                n = 0   # a zero-filled file; a lone first entry of time 0 is kept
+            cached = self._times[seg.base_offset] = (ts[:n], rel[:n] + seg.base_offset)
+        return cached
+
+    @staticmethod
+    def _entries(seg: SegmentRef, suffix: str, dtype: np.dtype) -> np.ndarray:
+        """The whole entries of one of ``seg``'s index files (none if it is missing)."""
+        path = segment_file(os.path.dirname(seg.path), seg.base_offset, suffix)
+        data = _fileio.read_file(path) or b""
+        return np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
 
     def floor_position(self, seg: SegmentRef, offset: int) -> tuple[int, int]:
         """``(position, indexed_offset)``: the index entry with the largest offset <=

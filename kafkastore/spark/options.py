@@ -53,6 +53,10 @@ _UNSUPPORTED_KAFKA = {
 }
 _ACCEPTED_ISOLATION = ("read_uncommitted",)
 
+#: Why a streaming sink without an id is refused.
+NO_SINK_ID = ("A streaming kafkastore sink needs a stable id for its exactly-once commits: "
+              "set the checkpointLocation option (or sinkId)")
+
 
 def _opts(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
@@ -183,7 +187,7 @@ class ReadOptions:
         return any(t == topic for t, _ in self.assign)
 
 
-def _spec(opts: dict[str, str], prefix: str, default: str, streaming: bool) -> OffsetSpec:
+def _spec(opts: dict[str, str], prefix: str, default: str) -> OffsetSpec:
     """The starting (or ending) position, by Spark-Kafka's precedence: the global
     timestamp, then timestamps per partition, then offsets."""
     ts = _long(opts, f"{prefix}Timestamp")
@@ -267,13 +271,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             raise ConfigError(f"No topic partitions to assign as specified value for option "
                               f"'assign' is '{value}'")
         assign = tuple(sorted(set(pairs)))
-    starting = _spec(opts, "starting", "latest" if streaming else "earliest", streaming)
+    starting = _spec(opts, "starting", "latest" if streaming else "earliest")
     if streaming:
         for name in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
             if name in opts:
                 raise ConfigError(f"Ending offset not valid in streaming queries: option "
                                   f"'{name}' is for batch queries only")
-    ending = _spec(opts, "ending", "latest", streaming)
+    ending = _spec(opts, "ending", "latest")
     if not streaming:
         if starting.kind == "latest":
             raise ConfigError("starting offset can't be latest for batch queries on Kafka")
@@ -344,7 +348,8 @@ class WriteOptions:
 
 
 def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
-    """Check the options of a write. ``kafka.*`` producer settings are accepted and
+    """Check the options of a write (``streaming`` for ``writeStream``, which needs
+    ``checkpointLocation`` or ``sinkId``). ``kafka.*`` producer settings are accepted and
     ignored except ``kafka.compression.type`` (the batches' codec). Topic settings for
     topics this write creates go in ``topic.<kafka topic config>`` options, e.g.
     ``topic.segment.bytes``."""
@@ -362,6 +367,8 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
     if compression.strip().lower() != "producer":
         CompressionType.parse(compression.strip().lower())
     sink_id = opts.get("sinkid") or opts.get("checkpointlocation")
+    if streaming and sink_id is None:
+        raise ConfigError(NO_SINK_ID)
     topic_config = {k[len("topic."):]: v for k, v in opts.items() if k.startswith("topic.")}
     return WriteOptions(
         path=path, topic=topic, partitions=_positive(opts, "partitions"),

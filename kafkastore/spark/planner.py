@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kafkastore.errors import ConfigError, OffsetOutOfRangeError
 from kafkastore.spark.layout import PartitionLayout, SegmentRef
@@ -82,7 +82,6 @@ class Pushdown:
     offset_hi: int = _INF
     offset_in: frozenset | None = None
     ts_min: int | None = None        # epoch ms: records below can be skipped (residual)
-    empty: bool = False              # contradictory filters: nothing matches
 
     def allow_in(self, kind: str, values: Iterable) -> None:
         values = set(values)
@@ -273,8 +272,6 @@ def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, Partition
         if pushdown.offset_in is not None:
             inside = [o for o in pushdown.offset_in if start <= o < end]
             start, end = (min(inside), max(inside) + 1) if inside else (start, start)
-        if pushdown.empty:
-            end = start
         if pushdown.ts_min is not None and start < end:
             found = layout.offset_for_timestamp(max(pushdown.ts_min, 0))
             start = end if found is None else max(start, min(found, end))
@@ -282,43 +279,36 @@ def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, Partition
     return out
 
 
-@dataclass
-class _Piece:
-    tp: TopicPartition
-    slices: list = field(default_factory=list)
-
-    @property
-    def records(self) -> int:
-        return sum(s.hi - s.lo for s in self.slices)
-
-
 def plan_splits(opts: ReadOptions, layouts: Mapping[TopicPartition, PartitionLayout],
                 ranges: Mapping[TopicPartition, tuple[int, int]]) -> list[Split]:
     """Cut the ranges into :class:`Split`s (see the module docstring)."""
-    pieces: list[_Piece] = []
+    splits: list[Split] = []
     for tp, (start, end) in sorted(ranges.items()):
         if start >= end:
             continue
         layout = layouts[tp]
         parts = layout.segments_for(start, end)
         if opts.split_by == "topicpartition":
-            pieces.append(_Piece(tp, [_slice(layout, seg, lo, hi) for seg, lo, hi in parts]))
+            splits.append(Split(tp.topic, tp.partition, tuple(
+                _slice(layout, seg, lo, hi) for seg, lo, hi in parts)))
             continue
         for seg, lo, hi in parts:
             for a, b in _cut_by_bytes(layout, seg, lo, hi, opts.max_bytes_per_partition):
-                pieces.append(_Piece(tp, [_slice(layout, seg, a, b)]))
+                splits.append(Split(tp.topic, tp.partition, (_slice(layout, seg, a, b),)))
     if opts.max_records_per_partition is not None:
-        pieces = [q for p in pieces for q in _cut_records(layouts, p,
-                                                          opts.max_records_per_partition)]
-    if opts.min_partitions is not None and len(pieces) < opts.min_partitions:
-        total = sum(p.records for p in pieces)
+        most = opts.max_records_per_partition
+        splits = [q for s in splits
+                  for q in _cut_even(layouts, s, math.ceil(_span(s) / most))]
+    if opts.min_partitions is not None and len(splits) < opts.min_partitions:
+        total = sum(s.records for s in splits)
         if total:
-            out = []
-            for p in pieces:
-                parts = max(round(p.records / total * opts.min_partitions), 1)
-                out.extend(_cut_even(layouts, p, parts))
-            pieces = out
-    return [Split(p.tp.topic, p.tp.partition, tuple(p.slices)) for p in pieces if p.records]
+            splits = [q for s in splits for q in _cut_even(
+                layouts, s, max(round(s.records / total * opts.min_partitions), 1))]
+    return [s for s in splits if s.records]
+
+
+def _span(split: Split) -> int:
+    return split.slices[-1].hi - split.slices[0].lo
 
 
 def _slice(layout: PartitionLayout, seg: SegmentRef, lo: int, hi: int) -> SegmentSlice:
@@ -352,38 +342,20 @@ def _cut_by_bytes(layout: PartitionLayout, seg: SegmentRef, lo: int, hi: int,
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _sub(layouts, piece: _Piece, ranges: list[tuple[int, int]]) -> list[_Piece]:
-    """``piece`` re-cut at the offset ranges ``ranges`` (which cover it in order)."""
-    layout = layouts[piece.tp]
-    out = []
-    for a, b in ranges:
-        p = _Piece(piece.tp)
-        for s in piece.slices:
-            lo, hi = max(a, s.lo), min(b, s.hi)
-            if lo < hi:
-                seg = next(g for g in layout.segments if g.base_offset == s.base)
-                p.slices.append(_slice(layout, seg, lo, hi))
-        if p.slices:
-            out.append(p)
-    return out
-
-
-def _cut_even(layouts, piece: _Piece, parts: int) -> list[_Piece]:
+def _cut_even(layouts, split: Split, parts: int) -> list[Split]:
     """Spark-Kafka's split of an offset range into ``parts`` near-equal ranges."""
-    if parts <= 1:
-        return [piece]
-    lo = piece.slices[0].lo
-    hi = piece.slices[-1].hi
-    size = hi - lo
+    lo = split.slices[0].lo
+    size = _span(split)
     parts = min(parts, size)
     if parts <= 1:
-        return [piece]
+        return [split]
     bounds = [lo + size * i // parts for i in range(parts + 1)]
-    return _sub(layouts, piece, list(zip(bounds[:-1], bounds[1:])))
-
-
-def _cut_records(layouts, piece: _Piece, most: int) -> list[_Piece]:
-    size = piece.slices[-1].hi - piece.slices[0].lo
-    if size <= most:
-        return [piece]
-    return _cut_even(layouts, piece, math.ceil(size / most))
+    layout = layouts[TopicPartition(split.topic, split.partition)]
+    segments = {seg.base_offset: seg for seg in layout.segments}
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        slices = tuple(_slice(layout, segments[s.base], max(a, s.lo), min(b, s.hi))
+                       for s in split.slices if max(a, s.lo) < min(b, s.hi))
+        if slices:
+            out.append(Split(split.topic, split.partition, slices))
+    return out

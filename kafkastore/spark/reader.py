@@ -22,11 +22,11 @@ import numpy as np
 
 from kafkastore.errors import KafkaStoreError
 from kafkastore.file_records import read_chunks
-from kafkastore.records import decode_columns
+from kafkastore.records import V2_HEADER, decode_columns
 from kafkastore.spark.planner import SegmentSlice, Split
 
-__all__ = ["KAFKA_FIELDS", "HEADERS_FIELD", "schema_ddl", "arrow_schema", "read_split",
-           "columns_to_arrow"]
+__all__ = ["KAFKA_FIELDS", "HEADERS_FIELD", "schema_ddl", "arrow_schema", "headers_type",
+           "read_split", "columns_to_arrow"]
 
 #: Spark-Kafka's source schema, in order: (name, Spark SQL type).
 KAFKA_FIELDS = (
@@ -42,10 +42,8 @@ HEADERS_FIELD = ("headers", "array<struct<key:string,value:binary>>")
 
 _CHUNK = 8 << 20
 _UNKNOWN = -(1 << 62)   # "the entry before is unknown": its successor may start anywhere
-_V2_HEADER = 61
 _HEADERS = ({}, {"headers": True})
 _I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
 _MS_LIMIT = (1 << 63) // 1000
 
 
@@ -65,9 +63,14 @@ def _arrow_type(name: str):
         "offset": pa.int64(),
         "timestamp": pa.timestamp("us", tz="UTC"),
         "timestampType": pa.int32(),
-        "headers": pa.list_(pa.struct([pa.field("key", pa.string()),
-                                       pa.field("value", pa.binary())])),
+        "headers": headers_type(),
     }[name]
+
+
+def headers_type():
+    """Spark-Kafka's ``array<struct<key:string,value:binary>>`` in Arrow."""
+    import pyarrow as pa
+    return pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
 
 def arrow_schema(names: Sequence[str]):
@@ -87,50 +90,26 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
     skipped. A corrupt entry raises a :class:`~kafkastore.errors.KafkaStoreError`
     naming the file and position.
     """
+    import pyarrow as pa
+
     headers = "headers" in names
     schema = arrow_schema(names)
     topic = split.topic.encode()
+    wanted = None if offset_in is None else np.fromiter(offset_in, dtype=np.int64,
+                                                         count=len(offset_in))
     for sl in split.slices:
         for cols, i0, i1 in _slice_columns(sl, headers, ts_min, chunk_size):
-            offsets = cols["offset"]
-            if offset_in is not None:
-                keep = np.flatnonzero(np.isin(offsets[i0:i1], np.fromiter(
-                    offset_in, dtype=np.int64, count=len(offset_in)))) + i0
-                if len(keep) == 0:
-                    continue
-                cols = _take(cols, keep, headers)
-                i0, i1 = 0, len(keep)
+            keep = None if wanted is None else np.isin(cols["offset"][i0:i1], wanted)
+            if keep is not None and not keep.any():
+                continue
             for a in range(i0, i1, batch_rows):
                 b = min(a + batch_rows, i1)
-                yield columns_to_arrow(cols, a, b, names, schema, topic, split.partition)
-
-
-def _take(cols: dict, rows: np.ndarray, headers: bool) -> dict:
-    """The columns of ``rows`` only (for the rare ``offset IN`` pushdown)."""
-    out = {k: cols[k][rows] for k in ("offset", "timestamp", "timestamp_type")}
-    for side in ("key", "value"):
-        offs, data, null = cols[f"{side}_offsets"], cols[f"{side}_data"], cols[f"{side}_null"]
-        parts = [data[offs[r]:offs[r + 1]] for r in rows]
-        lens = np.array([len(p) for p in parts], dtype=np.int64)
-        out[f"{side}_offsets"] = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        out[f"{side}_data"] = np.concatenate(parts) if parts else np.empty(0, np.uint8)
-        out[f"{side}_null"] = null[rows]
-    if headers:
-        ho = cols["header_offsets"]
-        entries = np.concatenate([np.arange(ho[r], ho[r + 1]) for r in rows]) \
-            if len(rows) else np.empty(0, np.int64)
-        counts = ho[rows + 1] - ho[rows]
-        out["header_offsets"] = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        for side in ("key", "value"):
-            offs, data = cols[f"header_{side}_offsets"], cols[f"header_{side}_data"]
-            parts = [data[offs[e]:offs[e + 1]] for e in entries]
-            lens = np.array([len(p) for p in parts], dtype=np.int64)
-            out[f"header_{side}_offsets"] = np.concatenate(([0], np.cumsum(lens))).astype(
-                np.int64)
-            out[f"header_{side}_data"] = np.concatenate(parts) if parts else np.empty(
-                0, np.uint8)
-        out["header_value_null"] = cols["header_value_null"][entries.astype(np.int64)]
-    return out
+                batch = columns_to_arrow(cols, a, b, names, schema, topic, split.partition)
+                if keep is not None:   # a pushed ``offset IN (...)``: exact, so filter here
+                    batch = batch.filter(pa.array(keep[a - i0:b - i0]))
+                    if not batch.num_rows:
+                        continue
+                yield batch
 
 
 def _verified_start(fd: int, sl: SegmentSlice, size: int) -> int:
@@ -143,14 +122,13 @@ def _verified_start(fd: int, sl: SegmentSlice, size: int) -> int:
     """
     if sl.position == 0 or sl.expect_last < 0:
         return sl.position
-    head = os.pread(fd, _V2_HEADER, sl.position) if sl.position < size else b""
+    head = os.pread(fd, V2_HEADER.size, sl.position) if sl.position < size else b""
     if len(head) >= 17:
-        magic = head[16]
-        if magic >= 2 and len(head) >= _V2_HEADER:
-            base = _I64.unpack_from(head, 0)[0]
-            last = base + _I32.unpack_from(head, 23)[0]
+        if head[16] >= 2 and len(head) == V2_HEADER.size:
+            fields = V2_HEADER.unpack(head)
+            last = fields[0] + fields[6]    # baseOffset + lastOffsetDelta
         else:
-            last = _I64.unpack_from(head, 0)[0]
+            last = _I64.unpack_from(head, 0)[0]   # a legacy entry's offset field
         if last == sl.expect_last:
             return sl.position
     return 0
@@ -260,8 +238,7 @@ def columns_to_arrow(cols: dict, a: int, b: int, names: Sequence[str], schema,
             arr = _binary(pa, pa.binary(), cols["value_offsets"], cols["value_data"],
                           cols["value_null"], a, b)
         elif name == "topic":
-            offs = np.arange(0, (n + 1) * len(topic), len(topic) or 1, dtype=np.int32)[:n + 1] \
-                if topic else np.zeros(n + 1, np.int32)
+            offs = np.arange(n + 1, dtype=np.int32) * len(topic)
             arr = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offs),
                                                          pa.py_buffer(topic * n)])
         elif name == "partition":
@@ -306,12 +283,12 @@ def _headers(pa, cols: dict, a: int, b: int):
                         type=pa.string())
     values = _binary(pa, pa.binary(), cols["header_value_offsets"],
                      cols["header_value_data"], cols["header_value_null"], h0, h1)
-    struct = pa.StructArray.from_arrays([keys, values], fields=[
-        pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    struct = pa.StructArray.from_arrays([keys, values],
+                                        fields=list(headers_type().value_type))
     none = counts == 0
     nulls = int(np.count_nonzero(none))
     validity = pa.py_buffer(np.packbits(~none, bitorder="little")) if nulls else None
     list_offsets = (ho[a:b + 1] - h0).astype(np.int32)
-    return pa.ListArray.from_buffers(
-        pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])),
-        b - a, [validity, pa.py_buffer(list_offsets)], null_count=nulls, children=[struct])
+    return pa.ListArray.from_buffers(headers_type(), b - a,
+                                     [validity, pa.py_buffer(list_offsets)],
+                                     null_count=nulls, children=[struct])

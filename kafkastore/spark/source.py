@@ -124,10 +124,6 @@ class KafkaStoreDataSource(DataSource):
     def streamWriter(self, schema, overwrite):
         _refuse_overwrite(overwrite)
         opts = parse_write_options(self.options, streaming=True)
-        if opts.sink_id is None:
-            raise ConfigError("A streaming kafkastore sink needs a stable id for its "
-                              "exactly-once commits: set the checkpointLocation option "
-                              "(or sinkId)")
         sweep_staging(opts.path, opts.staging_ttl_ms)
         return KafkaStoreStreamWriter(opts, new_job_id())
 
@@ -245,6 +241,7 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.opts = opts
         self.names = names
         self._pinned: dict | None = None
+        self._available: dict | None = None   # the LEOs latestOffset last saw
 
     def _layouts(self):
         return PartitionLayout.scan(self.opts.path)
@@ -269,11 +266,16 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._pinned = self._leos(self._layouts())
 
     def reportLatestOffset(self):
-        return offsets_json(self._leos(self._layouts()))
+        # Spark asks right after latestOffset: report what that call found rather
+        # than listing the directory and walking the segment tails again
+        leos = self._available if self._available is not None else \
+            self._leos(self._layouts())
+        return offsets_json(leos)
 
     def latestOffset(self, start: dict, limit) -> dict:
         layouts = self._layouts()
-        leos = self._leos(layouts)
+        self._available = self._leos(layouts)
+        leos = dict(self._available)
         if self._pinned is not None:
             leos = {tp: min(off, self._pinned[tp]) for tp, off in leos.items()
                     if tp in self._pinned}

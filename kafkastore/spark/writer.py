@@ -6,7 +6,7 @@ directory):
 
 * ``<topic>-<p>/.kafkastore-staging/<job>/<task>.log``: a task's batches for one
   partition, v2 batches with offsets relative to the file (a broker's producer
-  request, in effect), fsynced before the task reports success;
+  request, in effect); not fsynced: the commit checks its size and every CRC;
 * ``.kafkastore-commit-<job>.json``: the commit journal, present only while a
   commit runs: the log end offset of every partition before the commit, and the
   streaming batch id;
@@ -41,8 +41,10 @@ from kafkastore import _fileio
 from kafkastore.checkpoint import write_atomically
 from kafkastore.errors import ConfigError, KafkaStoreError, LogDirectoryLockedError
 from kafkastore.file_records import read_chunks
+from kafkastore.log_dir import log_dir_name
 from kafkastore.spark.layout import STAGING_DIR, list_partitions
-from kafkastore.spark.options import WriteOptions
+from kafkastore.spark.options import NO_SINK_ID, WriteOptions
+from kafkastore.spark.reader import headers_type
 from kafkastore.topic import TopicPartition, validate_topic
 
 __all__ = ["StagedCommit", "TaskStager", "commit_job", "abort_job", "sweep_staging",
@@ -71,26 +73,17 @@ class StagedCommit:
     partitions: dict = field(default_factory=dict)   # topic -> partition count used
 
 
-def _partition_dir(root: str, topic: str, partition: int) -> str:
-    return os.path.join(root, f"{topic}-{partition}")
-
-
 def _staging_dir(root: str, topic: str, partition: int, job: str) -> str:
-    return os.path.join(_partition_dir(root, topic, partition), STAGING_DIR, job)
+    return os.path.join(root, log_dir_name(TopicPartition(topic, partition)), STAGING_DIR, job)
 
 
 def partition_count(root: str, topic: str, wanted: int | None) -> int:
     """The partitions ``topic`` has (or gets): the ``partitions`` option, else the
     existing topic's count, else 1. A topic is never shrunk."""
     existing = 0
-    prefix = topic + "-"
-    try:
-        names = os.listdir(root)
-    except FileNotFoundError:
-        names = []
-    for name in names:
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            existing = max(existing, int(name[len(prefix):]) + 1)
+    if os.path.isdir(root):
+        existing = max((tp.partition + 1 for tp, _ in list_partitions(root)
+                        if tp.topic == topic), default=0)
     if wanted is not None:
         if wanted < existing:
             raise ConfigError(f"Topic {topic} has {existing} partitions; the partitions "
@@ -175,7 +168,6 @@ class TaskStager:
     def add(self, batch) -> None:
         """Stage one ``pyarrow.RecordBatch``."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         from kafkastore._kernels import murmur2
         from kafkastore.records import encode_columns
@@ -194,7 +186,7 @@ class TaskStager:
         timestamps = None
         now = time.time_ns() // 1_000_000
         if "timestamp" in names:
-            timestamps = self._timestamps(pa, pc, batch.column("timestamp"), now)
+            timestamps = self._timestamps(pa, batch.column("timestamp"), now)
         # topics
         if self.opts.topic is not None:
             groups = [(self.opts.topic, None)]
@@ -217,12 +209,13 @@ class TaskStager:
             col = batch.column("partition")
             if not pa.types.is_integer(col.type):
                 raise ConfigError(f"Partition type must be an int, not {col.type}")
-            part_col = (np.asarray(col.fill_null(-1).cast(pa.int64())), col.null_count)
+            part_col = np.asarray(col.fill_null(-1).cast(pa.int64()))
+        hashed_by_count: dict[int, np.ndarray] = {}   # topics of one count share the hash
         for topic, rows in groups:
             count = self._count(topic)
             parts = np.full(n, -1, dtype=np.int64)
             if part_col is not None:
-                parts[:] = part_col[0]
+                parts[:] = part_col
                 given = parts >= 0
                 bad = given & (parts >= count)
                 if bad.any():
@@ -236,7 +229,10 @@ class TaskStager:
                 need &= mask
             if need.any():
                 if keys is not None:
-                    hashed = murmur2.partitions((keys[0], keys[1]), count).astype(np.int64)
+                    hashed = hashed_by_count.get(count)
+                    if hashed is None:
+                        hashed = hashed_by_count[count] = murmur2.partitions(
+                            (keys[0], keys[1]), count).astype(np.int64)
                     keyed = need if keys[2] is None else need & keys[2]
                     parts[keyed] = hashed[keyed]
                     need &= ~keyed
@@ -254,7 +250,7 @@ class TaskStager:
 
     @staticmethod
     def _headers(pa, col):
-        want = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+        want = headers_type()
         if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)) \
                 or not pa.types.is_struct(col.type.value_type):
             raise ConfigError(f"Headers type must be {want}, not {col.type}")
@@ -276,7 +272,7 @@ class TaskStager:
         return (list_offsets, hk[0], hk[1], hv[0], hv[1], hv[2])
 
     @staticmethod
-    def _timestamps(pa, pc, col, now: int):
+    def _timestamps(pa, col, now: int):
         if pa.types.is_timestamp(col.type):
             us = col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64())
             ms = np.asarray(us.fill_null(now * 1000)) // 1000
@@ -318,8 +314,7 @@ class TaskStager:
             self.discard()
             raise KafkaStoreError(f"Write job {self.job} was aborted while this task ran; "
                                   f"its staged batches were removed")
-        return StagedCommit(self.task, self.attempt, files,
-                            {t: c for t, c in self._counts.items()})
+        return StagedCommit(self.task, self.attempt, files, dict(self._counts))
 
     def close(self) -> None:
         for entry in self._files.values():
@@ -383,9 +378,8 @@ def committed_batch(root: str, sink_id: str) -> int | None:
     return None if value is None else int(value)
 
 
-def _recover_journals(root: str, manager, keep: str | None = None) -> list[str]:
-    """Roll back the commits a crashed driver left half done; return their job ids."""
-    done = []
+def _recover_journals(root: str, manager, keep: str | None = None) -> None:
+    """Roll back the commits a crashed driver left half done."""
     for name in sorted(os.listdir(root)):
         if not (name.startswith(JOURNAL_PREFIX) and name.endswith(".json")):
             continue
@@ -406,8 +400,6 @@ def _recover_journals(root: str, manager, keep: str | None = None) -> list[str]:
                         log.flush()
         _remove_job_staging(root, job)
         os.unlink(path)
-        done.append(job)
-    return done
 
 
 def commit_job(opts: WriteOptions, job: str, messages: Sequence[StagedCommit | None],
@@ -429,8 +421,7 @@ def commit_job(opts: WriteOptions, job: str, messages: Sequence[StagedCommit | N
             counts[topic] = max(counts.get(topic, 0), c)
     sink = opts.sink_id if batch_id is not None else None
     if batch_id is not None and sink is None:
-        raise ConfigError("A streaming kafkastore sink needs a stable id for exactly-once "
-                          "commits: set the checkpointLocation (or sinkId) option")
+        raise ConfigError(NO_SINK_ID)
     os.makedirs(root, exist_ok=True)
     result = {}
     manager = _manager(opts)
@@ -525,8 +516,9 @@ def abort_job(opts: WriteOptions, job: str,
     Leaves an ``.kafkastore-aborted-<job>`` marker so that a task still running
     discards its files when it ends; the sweep removes markers and any leftovers
     once they are older than ``stagingTtlMs``."""
-    if os.path.isdir(opts.path):
-        write_atomically(os.path.join(opts.path, ABORTED_PREFIX + job), b"")
+    if not os.path.isdir(opts.path):
+        return   # nothing was ever staged there
+    write_atomically(os.path.join(opts.path, ABORTED_PREFIX + job), b"")
     for m in messages:
         if m is not None:
             for path, _records, _size in m.files.values():
@@ -534,8 +526,7 @@ def abort_job(opts: WriteOptions, job: str,
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
-    if os.path.isdir(opts.path):
-        _remove_job_staging(opts.path, job)
+    _remove_job_staging(opts.path, job)
 
 
 def sweep_staging(root: str, ttl_ms: int, *, now: float | None = None) -> list[str]:
