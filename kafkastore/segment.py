@@ -339,8 +339,13 @@ class LogSegment:
         self._check_index_contents()
 
     def _check_index_contents(self) -> None:
-        self._offset_index.get().sanity_check()
-        self._time_index.get().sanity_check()
+        # Every entry, not only Kafka's last-entry checks: an index file whose length was
+        # extended by a crash but whose bytes never reached the disk (zeros, or garbage
+        # on a file system that exposes stale blocks) can pass those, and a lookup in it
+        # would skip records silently (KAFKA-10207's class). With ordered entries and the
+        # last position inside the data, every position is inside it.
+        self._offset_index.get().sanity_check(full=True)
+        self._time_index.get().sanity_check(full=True)
         # the indexes must point inside the data that is there
         index = self._offset_index.get()
         if index.entries:

@@ -22,6 +22,7 @@ import errno
 import os
 import random
 import shutil
+import struct
 
 import pytest
 from _logtools import (
@@ -620,3 +621,36 @@ def test_a_roll_right_after_a_flush_makes_its_trims_durable(tmp_path):
     got = reopen_and_check(tmp_path / "crash", work.model, claim, recovery_point=claim,
                            had_clean_shutdown=False, **CFG)
     assert got == work.model
+
+
+@pytest.mark.parametrize("which", ["index", "timeindex"])
+def test_a_trusted_index_with_garbage_that_passes_the_last_entry_checks_is_rebuilt(
+        tmp_path, which):
+    """Found by the power-loss harness (tests/reliability/test_power_loss.py): a crash
+    kept the length of a clean segment's index, grown back on reopen, but not its bytes.
+    Garbage whose *last* entry looks valid (offset at or above the base, position inside
+    the log, or negative) passed the deferred check of a segment below the recovery
+    point, and a read of that segment returned nothing: every entry is checked now."""
+    d = tmp_path / "log"
+    log = open_log(d, **CFG)
+    model = []
+    for i in range(60):
+        log.append([(b"k%d" % i, b"v%d" % i, T0 + i)])
+        model.append(Rec(i, b"k%d" % i, b"v%d" % i, T0 + i))
+    log.roll()
+    log.close()
+    first = sorted(n for n in os.listdir(d) if n.endswith("." + which))[0]
+    if which == "index":   # (relative offset, position): the last one passes Kafka's checks
+        garbage = struct.pack(">ii", 0x40000000, 0x100000) + struct.pack(">ii", 3, -5)
+    else:                  # (timestamp, relative offset): last ts >= first, offset >= base
+        garbage = b"".join(struct.pack(">qi", ts, rel)
+                           for ts, rel in ((T0 + 100, 0), (T0 - 50, 30), (T0 + 200, 2)))
+    with open(d / first, "wb") as f:
+        f.write(garbage)
+    again = open_log(d, recovery_point=60, had_clean_shutdown=False, **CFG)
+    try:
+        assert read_all(again) == model
+        for r in model:
+            assert again.offset_for_timestamp(r.timestamp).offset == r.offset
+    finally:
+        again.close()
