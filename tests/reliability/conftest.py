@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from _reliability import FIGURES, TIER
 
 import kafkastore
-from _reliability import FIGURES, TIER
 
 
 @pytest.fixture
