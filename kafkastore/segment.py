@@ -588,8 +588,16 @@ class LogSegment:
                     if max_tss[i] > max_ts:
                         max_ts, max_off = max_tss[i], last
                     if valid_bytes - last_index_entry > interval:
-                        offset_index.append(last, valid_bytes)
-                        time_index.maybe_append(max_ts, max_off)
+                        # A rebuild from byte 0 can need more entries than the appends
+                        # made (a reopen restarts their byte count, and the segment rolled
+                        # when an index filled) or than a smaller segment.index.bytes
+                        # holds: an index is a sparse hint, so a full one takes no more
+                        # rather than failing the open (the final time entry below has
+                        # its kept slot).
+                        if not offset_index.is_full():
+                            offset_index.append(last, valid_bytes)
+                        if not time_index.is_full():
+                            time_index.maybe_append(max_ts, max_off)
                         last_index_entry = valid_bytes
                     valid_bytes += sizes[i]
                 if scan.error is not None:

@@ -1247,6 +1247,49 @@ def test_recover_with_empty_active_segment(tmp_path, clock):
     log.close()
 
 
+@pytest.mark.parametrize("full", ["time_index", "offset_index"])
+def test_recovery_of_a_segment_rolled_on_a_full_index(tmp_path, clock, full):
+    """A segment that rolled because an index filled, written across a reopen (which
+    restarts the index interval count), needs one entry more when recovery rebuilds its
+    indexes from byte 0 than it has slots: the unclean open must still succeed (found by
+    the kill -9 loop, tests/reliability/test_kill_loop.py; it raised IndexFullError)."""
+    # 96 bytes: 12 offset entries, 8 time entries; every batch after the first is indexed
+    cfg = dict(segment_index_bytes=96, index_interval_bytes=0)
+    step = 1 if full == "time_index" else 0   # constant timestamps: one time entry
+
+    def append(log, i):
+        log.append([(b"k%d" % i, b"v%d" % i, T0 + step * i)])
+        return Rec(i, b"k%d" % i, b"v%d" % i, T0 + step * i)
+
+    log = open_log(tmp_path, clock, **cfg)
+    model = [append(log, i) for i in range(4)]
+    log.close()
+    log = open_log(tmp_path, clock, **cfg)
+    while len(log.segments) == 1:
+        model.append(append(log, len(model)))
+    first = log.segments[0]
+    index = first.time_index if full == "time_index" else first.offset_index
+    # it rolled full: 12 offset entries, or 7 time entries (the 8th slot is kept for the
+    # final entry on roll, which repeats the last timestamp here)
+    assert index.entries == (7 if step else 12)
+    log.close_handlers()   # the crash: no clean-shutdown marker
+
+    log = open_log(tmp_path, clock, **cfg)
+    assert log.log_end_offset == len(model)
+    assert read_all(log) == model
+    for seg in log.segments:
+        seg.sanity_check(False)
+    for r in model:
+        assert rec_of(next(iter(log.read(r.offset, 1).records()))) == r
+    assert log.offset_for_timestamp(model[-1].timestamp).offset == \
+        (model[-1].offset if step else 0)
+    model.append(append(log, len(model)))
+    log.close()
+    log = open_log(tmp_path, clock, **cfg)
+    assert read_all(log) == model
+    log.close()
+
+
 # -- .cleaned / .swap leftovers (LogLoaderTest testRecoveryAfterCrashDuringSplitPhase1-5,
 #    LogCleanerTest testRecoveryAfterCrash; kafka-storage.md 5.10 steps 1-4 and 7.8) -------
 
