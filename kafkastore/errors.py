@@ -32,6 +32,7 @@ __all__ = [
     "UnexpectedAppendOffsetError",
     "OffsetsOutOfOrderError",
     "LogClosedError",
+    "KafkaStorageError",
     "ConfigError",
     "CorruptCheckpointError",
     "InvalidTopicError",
@@ -263,6 +264,33 @@ class OffsetsOutOfOrderError(KafkaStoreError, ValueError):
 
 class LogClosedError(KafkaStoreError):
     """The log (or segment) was closed; no further operation is possible."""
+
+
+class KafkaStorageError(KafkaStoreError, OSError):
+    """A write-side I/O call on a log's files failed (Kafka's ``KafkaStorageException``):
+    a write (ENOSPC, EIO, one that made no progress), an fsync or msync, a truncation, a
+    rename, a deletion, a mapping or a creation.
+
+    It is an :class:`OSError` too, carrying the failed call's ``errno`` and file name, so
+    code that catches ``OSError`` keeps working. The log stays consistent: what it
+    reports (end offset, segments) never covers bytes that were not written, and a
+    reopen recovers the files. After a failed fsync or msync, or a segment swap that
+    stopped half way, the log takes no more writes (what reached the disk is unknown;
+    "fsyncgate"): later calls raise :class:`LogClosedError` saying why.
+    """
+
+    def __init__(self, message: str, *, errno: int | None = None,
+                 position: int | None = None, offset: int | None = None,
+                 path: str | None = None) -> None:
+        KafkaStoreError.__init__(self, message, position=position, offset=offset, path=path)
+        self.errno = errno
+        self.strerror = message
+        self.filename = path
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, what: str, path: str) -> KafkaStorageError:
+        return cls(f"{what} failed: {exc}", errno=exc.errno,
+                   path=exc.filename if isinstance(exc.filename, str) else path)
 
 
 class ConfigError(KafkaStoreError, ValueError):

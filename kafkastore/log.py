@@ -10,6 +10,7 @@ of ``.deleted`` files, retention) happens when the caller, or the
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import struct
@@ -28,6 +29,7 @@ from kafkastore.errors import (
     CorruptIndexError,
     InvalidOffsetError,
     InvalidRecordError,
+    KafkaStorageError,
     KafkaStoreError,
     LogClosedError,
     OffsetOutOfRangeError,
@@ -105,6 +107,23 @@ _tuple_new = tuple.__new__  # NamedTuples of the append path without their Pytho
 _FOUND, _END = entry_walk.FOUND, entry_walk.END
 _FIRST_OFFSET = -(1 << 63)
 
+
+
+def _storage_op(what: str):
+    """Raise :class:`KafkaStorageError` (an OSError too) for an OSError of the file system
+    under a log operation, with the operation and the log's directory in the message."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(first, *args, **kw):
+            try:
+                return fn(first, *args, **kw)
+            except KafkaStoreError:
+                raise
+            except OSError as exc:
+                path = first.dir if isinstance(first, Log) else os.fspath(args[0])
+                raise KafkaStorageError.from_os_error(exc, f"{what} of {path}", path) from exc
+        return wrapper
+    return decorate
 
 class LogAppendInfo(NamedTuple):
     """What an append did: Kafka's ``LogAppendInfo``, the parts a storage user needs."""
@@ -217,6 +236,7 @@ class Log:
     # -- opening -----------------------------------------------------------
 
     @classmethod
+    @_storage_op("open")
     def open(cls, path: str, config: LogConfig | dict | None = None, *,
              recovery_point: int | None = None, log_start_offset: int = 0,
              had_clean_shutdown: bool | None = None,
@@ -500,11 +520,13 @@ class Log:
         self._check_not_closed()
         if self._failed is not None:
             raise LogClosedError(
-                f"Log {self.dir} failed an fsync ({self._failed}); what reached the disk is "
-                f"unknown, so it takes no more writes. Reopen it to recover.", path=self.dir)
+                f"Log {self.dir} is offline after a failed write to its files "
+                f"({self._failed!r}): what reached the disk is unknown, and an fsync is never "
+                f"retried, so it takes no more writes. Reopen it to recover.", path=self.dir)
 
     # -- appending ---------------------------------------------------------
 
+    @_storage_op("append")
     def append(self, records, *, compression=None, compression_level: int | None = None,
                timestamp: int | None = None, producer_id: int = -1, producer_epoch: int = -1,
                base_sequence: int = -1, is_transactional: bool = False,
@@ -554,6 +576,7 @@ class Log:
                                               now if log_append else -1,
                                               self._log_start_offset, size, 1))
 
+    @_storage_op("append")
     def append_batches(self, data, *, assign_offsets: bool = True) -> LogAppendInfo:
         """Append batches encoded elsewhere (a producer's bytes), validated first.
 
@@ -752,6 +775,7 @@ class Log:
 
     # -- roll, flush -------------------------------------------------------
 
+    @_storage_op("roll")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log_end_offset)``."""
         with self._lock:
@@ -788,6 +812,7 @@ class Log:
         self.delete_pending_segments()
         return segment
 
+    @_storage_op("flush")
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``offset`` (default: the log end).
 
@@ -848,6 +873,7 @@ class Log:
 
     # -- reading -----------------------------------------------------------
 
+    @_storage_op("read")
     def read(self, offset: int, max_bytes: int, min_one_message: bool = True) -> LogSlice:
         """A zero-copy slice of the log starting at the batch that holds ``offset``.
 
@@ -907,6 +933,7 @@ class Log:
         active = segments[-1]
         return LogSlice(active.log, active.size, 0, offset)
 
+    @_storage_op("offset lookup")
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ``fetchOffsetByTimestamp``.
 
@@ -955,6 +982,7 @@ class Log:
 
     # -- truncation and deletion -------------------------------------------
 
+    @_storage_op("truncation")
     def truncate_to(self, target_offset: int) -> bool:
         """Drop every record at or above ``target_offset`` (a follower's divergence cut).
 
@@ -997,6 +1025,7 @@ class Log:
                 self._roll(target_offset)
             return True
 
+    @_storage_op("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
@@ -1025,6 +1054,7 @@ class Log:
         self._recovery_point = new_offset
         _fileio.fs.fsync_dir(self.dir)
 
+    @_storage_op("deletion of records")
     def delete_records(self, new_log_start_offset: int) -> int:
         """Advance the log start offset (Kafka's DeleteRecords); return the new one.
 
@@ -1047,6 +1077,7 @@ class Log:
                 self._log_start_offset = new_log_start_offset
             return self._log_start_offset
 
+    @_storage_op("deletion of segments")
     def delete_segments(self, segments: Iterable[LogSegment]) -> int:
         """Remove the oldest segments (retention): rename to ``.deleted``, delete later.
 
@@ -1075,6 +1106,7 @@ class Log:
             self._schedule_delete(drop)
             return len(drop)
 
+    @_storage_op("segment swap")
     def replace_segments(self, new_segments: Iterable[LogSegment],
                          old_segments: Iterable[LogSegment]) -> list[LogSegment]:
         """Swap ``new_segments`` in for ``old_segments`` (the log cleaner's last step).
@@ -1136,6 +1168,7 @@ class Log:
             seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
             self._pending_deletes.append((due, seg))
 
+    @_storage_op("deletion of segments")
     def delete_pending_segments(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Delete the ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
         with self._lock:
@@ -1153,6 +1186,7 @@ class Log:
 
     # -- closing -----------------------------------------------------------
 
+    @_storage_op("close")
     def close(self) -> None:
         """Flush everything, close the files and write the clean-shutdown marker."""
         with self._lock:

@@ -205,7 +205,8 @@ class FaultFS(_fileio.FileSystem):
     ``"zero"``
         write nothing and return 0;
     ``"eio"``
-        raise ``OSError(EIO)`` (``fsync``, ``fsync_dir``, ``msync``, ``ftruncate``);
+        raise ``OSError(EIO)`` (``fsync``, ``fsync_dir``, ``msync``, ``ftruncate``,
+        ``rename``);
         ``"enospc"`` also fails an ``ftruncate``, ``"enomem"`` an ``mmap``;
     ``"crash"``
         raise :class:`Crash` before doing anything.
@@ -375,6 +376,8 @@ class FaultFS(_fileio.FileSystem):
         action = self._action("rename")
         if action == "crash":
             raise Crash(f"crash before rename of {os.path.basename(src)}")
+        if action == "eio":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), src)
         super().rename(src, dst)
         src, dst = os.path.abspath(src), os.path.abspath(dst)
         for table in (self.written, self.synced, self.index_durable):

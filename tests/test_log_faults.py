@@ -35,7 +35,7 @@ from _logtools import (
     open_log,
     read_all,
 )
-from kafkastore.errors import KafkaStoreError
+from kafkastore.errors import KafkaStorageError, KafkaStoreError, LogClosedError
 from kafkastore.records import encode_batch, scan_batches
 from kafkastore.segment import LogSegment
 
@@ -94,11 +94,17 @@ class Workload:
                 log.roll()
                 assert log.active_segment.base_offset == before
         except OSError as exc:
-            self.inflight = []
+            # a typed error naming the log, and still an OSError with the call's errno
+            assert isinstance(exc, KafkaStorageError) and exc.path, repr(exc)
+            inflight, self.inflight = self.inflight, []
             self.errors.append(exc)
-            assert exc.errno in (errno.ENOSPC, errno.EIO) or "progress" in str(exc), exc
+            assert exc.errno in (errno.ENOSPC, errno.EIO, errno.ENOMEM) \
+                or "progress" in str(exc), exc
             after = log.log_end_offset
-            if kind == "batches" and after != before:
+            if exc.errno == errno.ENOMEM and after == before + len(inflight) > before:
+                # an index map failed after the data was written: the append is whole
+                self._add(before, inflight)
+            elif kind == "batches" and after != before:
                 # the first of two batches reached the file before the failure
                 assert after == before + len(first), (before, after)
                 self._add(before, first)
@@ -292,12 +298,13 @@ def test_failed_fsync_fails_the_log(tmp_path):
     with installed(fs):
         log = open_log(tmp_path / "log", **CFG)
         log.append([(b"k", b"v", T0)])
-        with pytest.raises(OSError):
+        with pytest.raises(KafkaStorageError) as first:
             log.flush()
+        assert first.value.errno == errno.EIO
         assert log.recovery_point == 0
-        with pytest.raises((OSError, KafkaStoreError)):
+        with pytest.raises(LogClosedError, match="offline after a failed write"):
             log.flush()
-        with pytest.raises((OSError, KafkaStoreError)):
+        with pytest.raises(LogClosedError, match="never retried"):
             log.append([(b"k2", b"v2", T0)])
         assert log.recovery_point == 0
         abandon(log)
@@ -552,3 +559,72 @@ def test_roll_after_delete_records_makes_the_rolled_segment_durable(tmp_path):
         again = open_log(tmp_path / "crash", log_start_offset=2, **CFG)
         assert read_all(again) == flushed
         again.close()
+
+
+# -- failed renames and maps (issue 8: injected errors) ----------------------------------------
+
+
+def test_failed_rename_at_every_rename_of_retention(tmp_path):
+    """Retention renames each deleted segment's files to .deleted: fail the n-th rename
+    with EIO. The call raises KafkaStorageError (an OSError with the errno and path), and
+    a reopen gives a suffix of the log: no hole, the end unchanged."""
+    n = 1
+    while True:
+        fs = FaultFS()
+        with installed(fs):
+            log, model = _prepared(tmp_path, f"rename-{n}")
+            fs.faults["rename"] = {fs.calls["rename"] + n: "eio"}
+            try:
+                log.delete_segments(log.segments[:3])
+            except KafkaStorageError as exc:
+                assert exc.errno == errno.EIO and exc.path
+            else:
+                assert not fs.fired
+                log.close()
+                break
+            abandon(log)
+        with installed(FaultFS()):
+            again = open_log(log.dir, **CFG)
+            got = read_all(again)
+            assert got == model[len(model) - len(got):], n
+            assert again.log_end_offset == model[-1].offset + 1
+            again.close()
+        n += 1
+    assert n > 3
+
+
+def test_failed_mmap_raises_a_typed_error_and_reopens(tmp_path):
+    """reliability.md F6: fail the n-th mmap of an index (ENOMEM) for every n a
+    workload reaches: the operation under way raises KafkaStorageError, never a crash,
+    and the log reopens to a prefix of what was appended that keeps every record below
+    the recovery point it had reached. (Until then an index whose remap failed stays
+    closed: lookups in it raise IndexClosedError.)"""
+    seed, steps = 13, 25
+    total = count_calls(tmp_path, "mmap", steps, seed)
+    assert total > 3
+    for n in range(1, total + 1):
+        fs = FaultFS({"mmap": {n: "enomem"}})
+        claim, log, work = 0, None, None
+        with installed(fs):
+            try:
+                log = open_log(tmp_path / f"mmap-{n}", **CFG)
+                work = Workload(log, seed)
+                for _ in range(steps):
+                    claim = log.recovery_point
+                    work.step()          # catches and checks the KafkaStorageError
+                    if work.errors:
+                        assert work.errors[0].errno == errno.ENOMEM
+                        break
+                    read_all(log)
+            except KafkaStorageError as exc:   # open, or a read that mapped an index
+                assert exc.errno == errno.ENOMEM, repr(exc)
+            model = work.model if work is not None else []
+            assert fs.fired, n
+            if log is not None:
+                abandon(log)
+        with installed(FaultFS()):
+            again = open_log(tmp_path / f"mmap-{n}", **CFG)
+            got = read_all(again)
+            assert got[:len(model)] == model[:len(got)], n
+            assert len(got) >= sum(1 for r in model if r.offset < claim), n
+            again.close()
