@@ -462,6 +462,12 @@ class LogSegment:
         next_offset = self.base_offset
         for header in self.log.walk(start):
             next_offset = header.last_offset + 1
+        if next_offset == self.base_offset and start > 0:
+            # the last index entry points at no complete entry (the file was cut inside
+            # the batch it indexes): the entries before it still count, so walk from the
+            # start rather than calling the segment empty (Kafka's readNextOffset does)
+            for header in self.log.walk(0):
+                next_offset = header.last_offset + 1
         return next_offset
 
     def has_overflow(self) -> bool:
