@@ -20,7 +20,12 @@ from __future__ import annotations
 import mmap as _mmap
 import os
 
-__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully", "read_file"]
+__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully", "read_file", "makedirs",
+           "DIR_MODE"]
+
+#: Mode of the directories kafkastore creates (before the umask): never group- or
+#: world-writable, whatever the umask (``os.makedirs`` would use 0o777).
+DIR_MODE = 0o755
 
 
 class FileSystem:
@@ -159,3 +164,19 @@ def read_file(path: str) -> bytes | None:
         return b"".join(chunks)
     finally:
         fs.close(fd)
+
+
+def makedirs(path: str, mode: int = DIR_MODE) -> None:
+    """``os.makedirs(path, exist_ok=True)`` that creates every missing directory, the
+    parents included, with ``mode`` (``os.makedirs`` gives the parents 0o777 less the
+    umask, so a umask of 0 made them world-writable)."""
+    head, tail = os.path.split(path)
+    if not tail:
+        head, tail = os.path.split(head)
+    if head and tail and not os.path.exists(head):
+        makedirs(head, mode)
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise

@@ -254,7 +254,7 @@ class Log:
             config = LogConfig()
         elif isinstance(config, dict):
             config = LogConfig.from_dict(config)
-        os.makedirs(path, exist_ok=True)
+        _fileio.makedirs(path)
         standalone = had_clean_shutdown is None
         if standalone:
             marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)

@@ -287,7 +287,7 @@ class LogManager:
         self._scheduler = _Scheduler(self._time_ms)
         try:
             for path in paths:
-                os.makedirs(path, exist_ok=True)
+                _fileio.makedirs(path)
                 log_dir = _LogDir(path)
                 self._dirs.append(log_dir)
                 self._check_meta(log_dir, meta)
