@@ -304,6 +304,7 @@ def test_kill_loop(tmp_path, figures):
         }
         c = Cycle(seed=seed, cycle=cycle, dir=str(directory), config=config,
                   data_seed=data_seed, mode=mode, plan=plan, floor=floor, max_ack=max_ack)
+        child = None
         try:
             t0 = time.monotonic()
             child = Child([str(directory), str(data_seed), _json(config), _json(plan)],
@@ -413,8 +414,12 @@ def test_kill_loop(tmp_path, figures):
                 f"crash image (as the kill left it, before the reopen) in {image}:\n"
                 f"{getattr(c, 'crash_listing', '(not taken this cycle)')}") from exc
         finally:
-            if child is not None and child.proc.stdout and not child.proc.stdout.closed:
-                child.proc.stdout.close()
+            if child is not None:
+                if child.proc.poll() is None:   # an interrupted run leaves no child behind
+                    child.proc.kill()
+                    child.proc.wait()
+                if not child.proc.stdout.closed:
+                    child.proc.stdout.close()
     if directory is not None:
         shutil.rmtree(directory)
 
