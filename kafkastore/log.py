@@ -36,6 +36,7 @@ from kafkastore.errors import (
     OffsetsOutOfOrderError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
+    UnsafePathError,
 )
 from kafkastore.file_records import LogSlice
 from kafkastore.compression import validate_level
@@ -273,7 +274,19 @@ class Log:
 
     def _load(self, clean: bool, recovery_point: int, log_start_offset: int) -> None:
         fs = _fileio.fs
-        names = sorted(os.listdir(self.dir))
+        with os.scandir(self.dir) as listing:
+            names = []
+            for entry in listing:
+                # a segment, index, snapshot or swap file that is a symlink would be read,
+                # truncated and appended to through the link: refuse the directory
+                if _offset_or_none(entry.name) is not None and entry.is_symlink():
+                    path = os.path.join(self.dir, entry.name)
+                    raise UnsafePathError(
+                        f"Segment file {path} is a symlink (to {os.readlink(path)}); "
+                        "kafkastore never reads or writes log files through a link",
+                        path=path, log_dir=self.dir)
+                names.append(entry.name)
+        names.sort()
         # 1. temporary files: .deleted go, .cleaned go, .swap past a .cleaned go
         cleaned_min = None
         swaps = []

@@ -223,6 +223,7 @@ def test_a_locked_directory_refuses_a_second_process_and_a_second_manager(tmp_pa
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=60)
+        holder.stdout.close()
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -236,3 +237,76 @@ def test_a_locked_directory_refuses_a_second_process_and_a_second_manager(tmp_pa
         with pytest.raises(LogDirectoryLockedError):
             manager(root)                          # a second manager in this process
     figures.add("security: lock refusals checked", 4)
+
+
+# -- symlinks -----------------------------------------------------------------------------------
+
+PRECIOUS = b"precious bytes outside the log directory\n" * 20
+
+
+def _plant(path: Path, target: Path) -> None:
+    path.unlink()
+    os.symlink(target, path)
+
+
+def test_a_symlinked_segment_or_index_file_is_refused_and_never_written(tmp_path, figures):
+    """A segment's ``.log``, ``.index`` or ``.timeindex`` replaced by a link to a file
+    outside (or a dangling link): every way of opening the log (a manager after a clean
+    shutdown or after a crash, a standalone open, an unclean open with no recovery
+    point) raises UnsafePathError, and neither the target nor anything in the log
+    directory changes. Before the refusal, an unclean open truncated the target to the
+    segment's valid bytes and an append wrote a batch into it."""
+    root = tmp_path / "logs"
+    with manager(root) as m:
+        fill(m.get_or_create("t", 0), 12)
+    part = root / "t-0"
+    segments = sorted(n[:-4] for n in os.listdir(part) if n.endswith(".log"))
+    assert len(segments) >= 3
+    outside = tmp_path / "outside.bin"
+    checked = 0
+    for stem in (segments[0], segments[len(segments) // 2], segments[-1]):
+        for suffix in (".log", ".index", ".timeindex"):
+            for dangling in (False, True):
+                for how in ("manager-clean", "manager-crash", "log-unclean", "log-clean"):
+                    target = tmp_path / "missing.bin" if dangling else outside
+                    if not dangling:
+                        outside.write_bytes(PRECIOUS)
+                    victim = part / (stem + suffix)
+                    saved = victim.read_bytes()
+                    _plant(victim, target)
+                    marker = root / ".kafka_cleanshutdown"
+                    if how == "manager-crash":
+                        marker.rename(tmp_path / "marker")
+                    before = tree(tmp_path)
+                    with pytest.raises(UnsafePathError) as info:
+                        if how.startswith("manager"):
+                            manager(root).close()
+                        elif how == "log-unclean":
+                            Log.open(str(part), recovery_point=0, had_clean_shutdown=False)
+                        else:
+                            Log.open(str(part), had_clean_shutdown=True)
+                    assert info.value.path == str(victim), (stem, suffix, how)
+                    assert tree(tmp_path) == before, (stem, suffix, how)
+                    assert not (tmp_path / "missing.bin").exists()
+                    if how == "manager-crash":
+                        (tmp_path / "marker").rename(marker)
+                    victim.unlink()
+                    victim.write_bytes(saved)
+                    checked += 1
+    with manager(root) as m:                 # the log itself is as it was
+        assert m.get("t", 0).log_end_offset == 12
+    figures.add("security: planted symlinks refused", checked)
+
+
+def test_a_symlinked_partition_directory_outside_is_refused(tmp_path):
+    root, elsewhere = tmp_path / "logs", tmp_path / "elsewhere"
+    with manager(elsewhere) as m:
+        fill(m.get_or_create("t", 0), 3)
+    with manager(root) as m:
+        fill(m.get_or_create("u", 0), 3)
+    os.symlink(elsewhere / "t-0", root / "t-0")
+    before = tree(tmp_path)
+    with pytest.raises(UnsafePathError):
+        manager(root)
+    assert tree(tmp_path) == before
+
