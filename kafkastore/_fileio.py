@@ -17,10 +17,12 @@ takes effect everywhere at once.
 
 from __future__ import annotations
 
+import errno
 import mmap as _mmap
 import os
 
 __all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully", "read_file", "makedirs",
+           "open_to_rewrite",
            "DIR_MODE"]
 
 #: Mode of the directories kafkastore creates (before the umask): never group- or
@@ -180,3 +182,17 @@ def makedirs(path: str, mode: int = DIR_MODE) -> None:
     except FileExistsError:
         if not os.path.isdir(path):
             raise
+
+
+def open_to_rewrite(path: str) -> int:
+    """A write descriptor of ``path``, emptied, for a small file rewritten in place (the
+    clean-shutdown marker); never one through a symlink: a link planted at ``path`` is
+    replaced by a new file (``O_NOFOLLOW``, then unlink and ``O_EXCL``), its target left
+    as it was."""
+    try:
+        return fs.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+    fs.unlink(path)
+    return fs.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)

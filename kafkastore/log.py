@@ -1229,7 +1229,7 @@ class Log:
                 self.delete_pending_segments(force=True)
                 if self._standalone:
                     marker = os.path.join(self.dir, CLEAN_SHUTDOWN_FILE)
-                    fd = _fileio.fs.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                    fd = _fileio.open_to_rewrite(marker)
                     try:
                         _fileio.write_fully(fd, b'{"version":0,"brokerEpoch":0}')
                         _fileio.fs.fsync(fd)

@@ -685,7 +685,7 @@ class LogManager:
     def _write_marker(path: str) -> None:
         fs = _fileio.fs
         marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
-        fd = fs.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = _fileio.open_to_rewrite(marker)
         try:
             _fileio.write_fully(fd, b'{"version":0,"brokerEpoch":0}')
             fs.fsync(fd)

@@ -310,3 +310,33 @@ def test_a_symlinked_partition_directory_outside_is_refused(tmp_path):
         manager(root)
     assert tree(tmp_path) == before
 
+
+
+def test_links_planted_at_the_marker_and_checkpoint_temp_names_are_not_written_through(
+        tmp_path, figures):
+    """While a manager (or a standalone log) is open, links appear where it will write at
+    close: the clean-shutdown marker and the checkpoints' ``.tmp`` files. The close
+    replaces the links with its own files; the targets keep their bytes."""
+    outside = tmp_path / "outside.bin"
+    root = tmp_path / "logs"
+    names = [".kafka_cleanshutdown", "recovery-point-offset-checkpoint.tmp",
+             "log-start-offset-checkpoint.tmp"]
+    for name in names:
+        outside.write_bytes(PRECIOUS)
+        m = manager(root)
+        fill(m.get_or_create("t", 0), 3)
+        os.symlink(outside, root / name)
+        m.close()
+        assert outside.read_bytes() == PRECIOUS, name
+        assert not (root / name).is_symlink(), name
+    with manager(root) as m:                     # the marker written was a real one
+        assert m.get("t", 0).log_end_offset == 9
+    part = tmp_path / "standalone" / "s-0"
+    outside.write_bytes(PRECIOUS)
+    log = Log.open(str(part))
+    fill(log, 2)
+    os.symlink(outside, part / ".kafka_cleanshutdown")
+    log.close()
+    assert outside.read_bytes() == PRECIOUS
+    assert not (part / ".kafka_cleanshutdown").is_symlink()
+    figures.add("security: planted symlinks refused", len(names) + 1)
