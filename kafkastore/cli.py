@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from kafkastore import __version__, records
+from kafkastore import __version__, _fileio, records
 from kafkastore._kernels import BACKEND
 from kafkastore.errors import KafkaStoreError
 
@@ -278,7 +278,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         raise UsageError(f"--partitions must be at least 1, not {args.partitions}")
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, not {args.batch_size}")
-    os.makedirs(args.directory, exist_ok=True)
+    _fileio.makedirs(args.directory)
     source = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
     size = os.path.getsize(args.input) if source is not sys.stdin else 0
     progress = _Progress(f"produce {args.topic}", size)
@@ -576,7 +576,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.records < 1:
         raise UsageError(f"--records must be at least 1, not {args.records}")
     root = args.directory or tempfile.mkdtemp(prefix="kafkastore-demo-")
-    os.makedirs(root, exist_ok=True)
+    _fileio.makedirs(root)
     print(f"kafkastore {__version__} ({BACKEND} kernels): the command line, end to end, "
           f"on the log directory {root}")
     fd, source = tempfile.mkstemp(prefix="kafkastore-demo-", suffix=".jsonl")

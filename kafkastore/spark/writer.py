@@ -287,7 +287,7 @@ class TaskStager:
         entry = self._files.get((topic, partition))
         if entry is None:
             directory = _staging_dir(self.opts.path, topic, partition, self.job)
-            os.makedirs(directory, exist_ok=True)
+            _fileio.makedirs(directory)
             path = os.path.join(directory, f"{self.tag}.log")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             entry = self._files[(topic, partition)] = [path, fd, 0, 0]
@@ -422,7 +422,7 @@ def commit_job(opts: WriteOptions, job: str, messages: Sequence[StagedCommit | N
     sink = opts.sink_id if batch_id is not None else None
     if batch_id is not None and sink is None:
         raise ConfigError(NO_SINK_ID)
-    os.makedirs(root, exist_ok=True)
+    _fileio.makedirs(root)
     result = {}
     manager = _manager(opts)
     try:

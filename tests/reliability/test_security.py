@@ -340,3 +340,19 @@ def test_links_planted_at_the_marker_and_checkpoint_temp_names_are_not_written_t
     assert outside.read_bytes() == PRECIOUS
     assert not (part / ".kafka_cleanshutdown").is_symlink()
     figures.add("security: planted symlinks refused", len(names) + 1)
+
+
+def test_the_cli_creates_no_world_writable_directories_under_umask_000(tmp_path, capsys):
+    """``kafkastore demo DIR`` (produce, compaction, retention, dump...) with umask 000:
+    the directories it makes, parents included, are not group- or world-writable."""
+    from kafkastore.cli import main
+    old = os.umask(0)
+    try:
+        assert main(["demo", str(tmp_path / "x" / "y" / "logs"), "--records", "50"]) == 0
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+    entries = tree(tmp_path)
+    assert len(entries) > 10
+    writable = {path: oct(mode) for path, (_, mode, _, _) in entries.items() if mode & 0o022}
+    assert not writable, writable
