@@ -16,6 +16,8 @@ import weakref
 from collections import Counter
 from typing import NamedTuple
 
+from _reliability import FIGURES
+
 from kafkastore import _fileio
 from kafkastore.config import LogConfig
 from kafkastore.log import Log
@@ -246,6 +248,7 @@ class FaultFS(_fileio.FileSystem):
         action = self.faults.get(op, {}).pop(n, None)
         if action is not None:
             self.fired.append((op, n, action))
+            FIGURES.add(f"injected faults fired ({op} {action})")
             if action == "partial-enospc":
                 self.faults.setdefault(op, {})[n + 1] = "enospc"
         if mutating:
@@ -253,6 +256,7 @@ class FaultFS(_fileio.FileSystem):
             other = self.faults.get("any", {}).pop(self.calls["any"], None)
             if other is not None and action is None:
                 self.fired.append(("any", self.calls["any"], f"{other} before {op}"))
+                FIGURES.add(f"injected faults fired ({other} before any change)")
                 action = other
         return action
 
