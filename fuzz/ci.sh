@@ -7,7 +7,7 @@
 #    setuptools (pip, into the given venv), kafkastore's runtime dependencies if the venv
 #    lacks them;
 # 2. builds the instrumented kernels in a temporary copy of HEAD (fuzz/build.sh);
-# 3. runs every target for <seconds> on the compiled backend and <seconds>/2 on the pure one,
+# 3. runs every target for <seconds> on the compiled backend and <seconds>/3 on the pure one,
 #    two at a time (fuzz/run.py), and prints the executions per target.
 #
 # Exits non-zero if any target found something; the inputs are then in fuzz/out/ (and the
@@ -49,7 +49,7 @@ bash "$REPO/fuzz/build.sh" "$PY" "$BUILD/repo"
 
 rc=0
 "$PY" "$REPO/fuzz/run.py" --python "$PY" --build "$BUILD/repo" --seconds "$SECS" \
-    --pure-seconds "$(( (SECS + 1) / 2 ))" --jobs 2 --out "$REPO/fuzz/out" \
+    --pure-seconds "$(( (SECS + 2) / 3 ))" --jobs 2 --out "$REPO/fuzz/out" \
     --figures "$REPO/fuzz/out/figures.json" || rc=$?
 echo "fuzz/ci.sh: done in $((SECONDS - START))s (exit $rc)"
 exit "$rc"
