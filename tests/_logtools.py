@@ -417,6 +417,21 @@ class FaultFS(_fileio.FileSystem):
         return None if image is None else image.to_bytes()
 
 
+class NoSyncFS(_fileio.FileSystem):
+    """The real file system without fsync, directory fsync or msync: for tests whose
+    files need not survive a crash (reopening crash images, sweeps, stress), where a
+    real fsync each time would make the disk the bottleneck."""
+
+    def fsync(self, fd):
+        pass
+
+    def fsync_dir(self, path):
+        pass
+
+    def msync(self, m):
+        pass
+
+
 class installed:
     """``with installed(FaultFS(...)) as fs:`` - the file system of every storage layer."""
 

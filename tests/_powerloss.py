@@ -234,20 +234,6 @@ class Recorder(_fileio.FileSystem):
                 del self.map_names[m]
 
 
-class NoSyncFS(_fileio.FileSystem):
-    """Skips every fsync and msync: for opening crash images, whose own durability is
-    not under test (a real fsync per image would make the disk the bottleneck)."""
-
-    def fsync(self, fd):
-        pass
-
-    def fsync_dir(self, path):
-        pass
-
-    def msync(self, m):
-        pass
-
-
 # -- replay -------------------------------------------------------------------------------------
 
 

@@ -15,17 +15,10 @@ import json
 import struct
 import time
 import tracemalloc
-import zlib
 from pathlib import Path
 
-import crc32c
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
-from kafkastore import compression
-from kafkastore.errors import CorruptRecordError, KafkaStoreError, RecordTooLargeError
-
+from _fuzz_targets import fix_crcs
 from _helpers import (
     PURE_MODE,
     decompress,
@@ -38,6 +31,11 @@ from _helpers import (
     varlong,
     zz,
 )
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from kafkastore import compression
+from kafkastore.errors import CorruptRecordError, KafkaStoreError, RecordTooLargeError
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
@@ -73,24 +71,6 @@ def kernels():
 
 
 # == builders =============================================================================
-
-
-def fix_crcs(data: bytes) -> bytes:
-    """Recompute the CRC of every complete entry that looks like one (best effort)."""
-    out = bytearray(data)
-    pos = 0
-    while len(out) - pos > 17:
-        size = struct.unpack_from(">i", out, pos + 8)[0]
-        if size < 14 or size > len(out) - pos - 12:
-            break
-        end = pos + 12 + size
-        magic = out[pos + 16]
-        if magic == 2 and size >= 49:
-            struct.pack_into(">I", out, pos + 17, crc32c.crc32c(bytes(out[pos + 21:end])))
-        elif magic < 2:
-            struct.pack_into(">I", out, pos + 12, zlib.crc32(bytes(out[pos + 16:end])))
-        pos = end
-    return bytes(out)
 
 
 # == observing every read function ==========================================================

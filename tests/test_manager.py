@@ -22,10 +22,9 @@ import time
 import traceback
 
 import pytest
-from _logtools import T0, Clock, FaultFS, crash_image, installed, read_all
+from _logtools import T0, Clock, FaultFS, NoSyncFS, crash_image, installed, read_all
 
 import kafkastore
-from kafkastore import _fileio
 from kafkastore import manager as manager_mod
 from kafkastore.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE
 from kafkastore.config import ConfigError
@@ -110,20 +109,6 @@ class OpenSpy:
 
     def by_name(self):
         return {name: kw for name, kw in self.calls}
-
-
-class NoSyncFS(_fileio.FileSystem):
-    """The real file system without fsync or msync (nothing here survives a crash; the
-    concurrency test rolls often and wants no disk waits)."""
-
-    def fsync(self, fd):
-        pass
-
-    def fsync_dir(self, path):
-        pass
-
-    def msync(self, m):
-        pass
 
 
 def copy_as_crash(src, dst, fs, mode="all"):

@@ -74,10 +74,9 @@ import time
 from typing import NamedTuple
 
 import pytest
-from _logtools import Clock, conf, installed
+from _logtools import Clock, NoSyncFS, conf, installed
 from _reliability import tiered
 
-from kafkastore import _fileio
 from kafkastore.config import LogConfig
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.log import Log
@@ -126,19 +125,6 @@ class Segment(NamedTuple):
     base: int
     names: dict          # suffix -> file name
     batches: list[Batch]
-
-
-class NoSyncFS(_fileio.FileSystem):
-    """Skips fsync, directory fsync and msync: the sweep checks parsing, not durability."""
-
-    def fsync(self, fd):
-        pass
-
-    def fsync_dir(self, path):
-        pass
-
-    def msync(self, m):
-        pass
 
 
 class Original:

@@ -30,9 +30,8 @@ import random
 import shutil
 
 import pytest
-from _logtools import Clock, Rec, disk_records, installed, open_log, read_all
+from _logtools import Clock, NoSyncFS, Rec, disk_records, installed, open_log, read_all
 from _powerloss import (
-    NoSyncFS,
     Recorder,
     crash_states,
     digest,
