@@ -44,7 +44,6 @@ from kafkastore.topic import TopicPartition
 
 # Where the kafkastore under test comes from (the installed wheel in CI, the source tree
 # in development): child processes must import the same one.
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(kafkastore.__file__)))
 RP = RECOVERY_POINT_CHECKPOINT_FILE
 LSO = LOG_START_OFFSET_CHECKPOINT_FILE
 TASKS = ("kafka-log-retention", "kafka-log-flusher", "kafka-recovery-point-checkpoint",
@@ -414,7 +413,7 @@ def test_second_process_gets_the_lock_error(tmp_path, clock):
               "except LogDirectoryLockedError as e:\n"
               "    print('locked', e)\n"
               "    sys.exit(3)\n")
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))  # the parent's kafkastore
 
     def other():
         return subprocess.run([sys.executable, "-c", script, str(d)], env=env,

@@ -48,7 +48,6 @@ from kafkastore.log_dir import (
 from kafkastore.manager import LogManager
 from kafkastore.topic import TopicPartition
 
-REPO = str(Path(__file__).resolve().parents[2])
 
 BAD_TOPICS = [
     "..", ".", "", "../x", "a/../../b", "a/b", "/etc", "/tmp/x", "x\0y", "a\\b", "..\\x",
@@ -144,7 +143,7 @@ def test_the_cli_produce_refuses_bad_topics(tmp_path, topic):
     root = tmp_path / "logs"
     root.mkdir()
     before = tree(tmp_path)
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))  # the parent's kafkastore
     done = subprocess.run([sys.executable, "-m", "kafkastore", "produce", str(root), topic],
                           input="k\tv\n", capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode != 0
@@ -192,7 +191,7 @@ def test_a_locked_directory_refuses_a_second_process_and_a_second_manager(tmp_pa
     root = tmp_path / "logs"
     with manager(root) as m:
         fill(m.get_or_create("t", 0), 5)
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))  # the parent's kafkastore
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
         from kafkastore.manager import LogManager
