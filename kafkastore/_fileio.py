@@ -21,9 +21,8 @@ import errno
 import mmap as _mmap
 import os
 
-__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully", "read_file", "makedirs",
-           "open_to_rewrite",
-           "DIR_MODE"]
+__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully", "read_file",
+           "makedirs", "open_to_rewrite", "DIR_MODE"]
 
 #: Mode of the directories kafkastore creates (before the umask): never group- or
 #: world-writable, whatever the umask (``os.makedirs`` would use 0o777).
