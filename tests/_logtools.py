@@ -73,19 +73,22 @@ def rec_of(record) -> Rec:
     return Rec(record.offset, _b(record.key), _b(record.value), record.timestamp)
 
 
-def read_all(log: Log, start: int | None = None) -> list[Rec]:
+def read_all(log: Log, start: int | None = None, *, max_bytes: int = 1 << 20,
+             convert=rec_of, into: list | None = None) -> list[Rec]:
     """Every record from ``start`` (default: the log start offset) to the log end, through
-    :meth:`Log.read`, CRC-checked, one batch after another."""
-    out: list[Rec] = []
+    :meth:`Log.read` (``max_bytes`` a read; 1 reads one batch at a time, each through the
+    offset index), CRC-checked, as ``convert`` makes them. ``into``: the list to fill, so
+    a caller that catches an error keeps what was read before it."""
+    out: list = [] if into is None else into
     offset = log.log_start_offset if start is None else start
     end = log.log_end_offset
     while offset < end:
-        batches = list(log.read(offset, 1 << 20).batches(validate=True))
+        batches = list(log.read(offset, max_bytes).batches(validate=True))
         if not batches:
             break
         for batch in batches:
             if not batch.is_control:
-                out.extend(rec_of(r) for r in batch if r.offset >= offset)
+                out.extend(convert(r) for r in batch if r.offset >= offset)
             offset = max(offset, batch.last_offset + 1)
     return out
 

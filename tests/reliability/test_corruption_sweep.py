@@ -74,7 +74,7 @@ import time
 from typing import NamedTuple
 
 import pytest
-from _logtools import Clock, NoSyncFS, conf, installed
+from _logtools import Clock, NoSyncFS, conf, installed, read_all
 from _reliability import tiered
 
 from kafkastore.config import LogConfig
@@ -182,17 +182,8 @@ class Original:
 def read_back(log: Log):
     """Every record, one batch per read from the log start on; (records, error)."""
     out: list[Rec] = []
-    offset = log.log_start_offset
-    end = log.log_end_offset
     try:
-        while offset < end:
-            batches = list(log.read(offset, 1, min_one_message=True).batches(validate=True))
-            if not batches:
-                break
-            for batch in batches:
-                if not batch.is_control:
-                    out.extend(rec_of(r) for r in batch if r.offset >= offset)
-                offset = max(offset, batch.last_offset + 1)
+        read_all(log, max_bytes=1, convert=rec_of, into=out)
     except KafkaStoreError as exc:
         return out, exc
     return out, None
