@@ -147,6 +147,11 @@ cdef inline int64_t _add64(int64_t a, int64_t b) noexcept nogil:
     return <int64_t>(<uint64_t>a + <uint64_t>b)
 
 
+cdef inline int64_t _sub64(int64_t a, int64_t b) noexcept nogil:
+    # wraps like Java's long subtraction (the pure twin wraps the sum with _wrap64)
+    return <int64_t>(<uint64_t>a - <uint64_t>b)
+
+
 cdef inline int32_t _sub32(int32_t a, int32_t b) noexcept nogil:
     # Java int arithmetic wraps; do it unsigned, signed overflow is undefined in C
     return <int32_t>(<uint32_t>a - <uint32_t>b)
@@ -950,7 +955,8 @@ cdef class LegacyRecordBatch:
                 _corrupt(f"wrapper offset {self.last_offset} is below its last inner offset "
                          f"{last_inner}", where, self.last_offset)
             else:
-                base = self.last_offset - last_inner
+                # a hostile inner offset near INT64_MIN overflows the difference
+                base = _sub64(self.last_offset, last_inner)
         log_append = self.magic == 1 and (self.attributes & TIMESTAMP_TYPE_MASK)
         for msg in inner:
             if log_append:

@@ -782,6 +782,16 @@ def test_v1_wrapper_below_last_inner_offset(rb):
         b.base_offset
 
 
+def test_v1_wrapper_relative_offsets_wrap_like_java(rb):
+    # Hostile inner offsets near INT64_MIN: ``wrapper - last_inner`` overflows int64.
+    # Kafka's long arithmetic wraps, and so must both backends (the compiled one used to
+    # overflow a signed C subtraction, which UBSan caught under fuzzing).
+    inner = b"".join(legacy(1, INT64_MIN + i, b"k", b"v", timestamp=1) for i in range(2))
+    b = rb.read_batch(wrapper(1, 100, inner, timestamp=999))
+    assert [r.offset for r in b] == [99, 100]
+    assert b.base_offset == 99
+
+
 def test_v1_wrapper_log_append_time(rb):
     b = rb.read_batch(wrapper(1, 2005, INNER_V1, timestamp=999, log_append=True))
     assert b.timestamp_type == TimestampType.LOG_APPEND_TIME
