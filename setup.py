@@ -72,8 +72,10 @@ if DEBUG:
 LINK_ARGS = []
 if SANITIZE:
     # pymalloc hides overruns of small objects from ASan; the runner sets PYTHONMALLOC=malloc
+    # -fno-wrapv undoes the -fwrapv in CPython's CFLAGS: with it, signed overflow is
+    # defined and UBSan stays silent, but kernels must not rely on it (MSVC has no -fwrapv)
     SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-           "-fno-omit-frame-pointer"]
+           "-fno-wrapv", "-fno-omit-frame-pointer"]
     COMPILE_ARGS = COMPILE_ARGS + SAN
     LINK_ARGS = SAN
 
