@@ -24,7 +24,9 @@ timeout and out-of-memory inputs are saved under ``--out`` (default ``fuzz/out/`
 as ``<backend>/<target>/crash-<sha1>`` with the log beside them.
 
 Prints a table of executions per pair and exits 1 if any pair found something (or failed
-to run), 0 otherwise. ``--figures`` writes the same numbers as JSON.
+to run), 0 otherwise. For each finding it also prints the error (sanitizer report or
+Python traceback, trimmed) and the input in base64, so a CI log alone is enough to
+reproduce it. ``--figures`` writes the same numbers as JSON.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ sys.path.insert(0, str(TESTS))
 ARTIFACT = re.compile(r"Test unit written to (\S+)")
 STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.M)
 STATUS = re.compile(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/", re.M)
+# where a finding's report starts in a libFuzzer log: atheris's Python traceback, an ASan
+# or UBSan report, or libFuzzer's own verdict (timeout, out-of-memory, deadly signal)
+FINDING = re.compile(r"=== Uncaught Python exception|ERROR: AddressSanitizer|runtime error:|"
+                     r"ERROR: libFuzzer|==\d+== ERROR:")
+NATIVE_FRAME = re.compile(r"^\s+#(\d+) 0x")
 
 
 def target_names() -> list[str]:
@@ -147,6 +154,33 @@ def run_one(python: str, build: Path, asan: Path, backend: str, target: str, sec
     }
 
 
+def finding_report(log_text: str, max_lines: int = 40) -> list[str]:
+    """The lines of a libFuzzer log that say what went wrong and with which input.
+
+    From the first report marker: the message, the Python traceback or the top native
+    frames (deeper ones are the interpreter and atheris), the SUMMARY line and the
+    crashing input in base64.
+    """
+    lines = log_text.splitlines()
+    start = next((i for i, line in enumerate(lines) if FINDING.search(line)), None)
+    if start is None:
+        return lines[-max_lines:]
+    out = []
+    for line in lines[start:]:
+        frame = NATIVE_FRAME.match(line)
+        if frame and int(frame.group(1)) >= 8:
+            continue
+        if line.startswith(("MS:", "artifact_prefix=", "stat::")):
+            break
+        out.append(line)
+        if len(out) >= max_lines:
+            out.append("...")
+            break
+    out += [line for line in lines if line.startswith(("SUMMARY:", "Base64:"))
+            and line not in out]
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -226,6 +260,15 @@ def main(argv=None) -> int:
         print(f"{r['backend']:7} {r['target']:11} {r['executions']:>10} {r['exec_per_s']:>7} "
               f"{r['coverage']:>5} {r['corpus']:>6} {r['peak_rss_mb']:>6}  {result}")
     bad = [r for r in results if not r["ok"]]
+    for r in bad:
+        print(f"\n--- {r['backend']} {r['target']}: {r['log']}")
+        report = finding_report(Path(r["log"]).read_text(errors="replace"))
+        print("\n".join(report))
+        b64 = next((line.split()[1] for line in report
+                    if line.startswith("Base64:") and len(line.split()) == 2), None)
+        if b64:
+            print(f"--- replay: PYTHONPATH=.:tests python -c \"import base64, _fuzz_targets as t; "
+                  f"t.TARGETS['{r['target']}'](base64.b64decode('{b64}'))\"")
     print(f"\nrun.py: {sum(r['executions'] for r in results)} executions in {total:.0f}s; "
           f"{len(bad)} of {len(results)} runs found something or failed")
     if args.figures:
