@@ -57,5 +57,9 @@ def test_one_input(data: bytes) -> None:
     target(data)
 
 
-atheris.Setup([sys.argv[0], *sys.argv[2:]], test_one_input)
+# libFuzzer's -merge does its work in child processes started as argv[0] plus flags, so
+# for a merge argv[0] must be a program that starts this target under this interpreter:
+# fuzz/run.py --merge-into writes one and names it in FUZZ_PROGRAM.
+PROGRAM = os.environ.get("FUZZ_PROGRAM") or sys.argv[0]
+atheris.Setup([PROGRAM, *sys.argv[2:]], test_one_input)
 atheris.Fuzz()

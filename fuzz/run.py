@@ -18,8 +18,11 @@ quarantine, which keeps the RSS of Python + ASan under the limit), ``-rss_limit_
 
 The corpus of each pair starts from the seeds of ``tests/_fuzz_targets.py`` (kafkastore's
 encoders and the shared reference vectors) plus every file under
-``tests/data/fuzz/<target>/`` (past crashes and committed seeds); with ``--corpus`` it is
-kept there between runs (the long tier), otherwise in a temporary directory. Crash,
+``tests/data/fuzz/<target>/`` (past crashes and committed seeds) and ``fuzz/corpus/<target>.zip``
+(the committed, minimized corpus of the long runs); with ``--corpus`` it is kept there
+between runs (the long tier), otherwise in a temporary directory.
+``--merge-into fuzz/corpus`` fuzzes nothing: it minimizes what ``--corpus`` gathered,
+together with the committed corpus, back into ``fuzz/corpus/<target>.zip``. Crash,
 timeout and out-of-memory inputs are saved under ``--out`` (default ``fuzz/out/``)
 as ``<backend>/<target>/crash-<sha1>`` with the log beside them.
 
@@ -35,17 +38,20 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 FUZZ = Path(__file__).resolve().parent
 REPO = FUZZ.parent
 TESTS = REPO / "tests"
+SAVED_CORPUS = FUZZ / "corpus"   # <target>.zip: committed, minimized (--merge-into writes it)
 sys.path.insert(0, str(TESTS))
 
 ARTIFACT = re.compile(r"Test unit written to (\S+)")
@@ -73,6 +79,32 @@ def atheris_dir(python: str) -> Path:
     return Path(out)
 
 
+def unpack_corpus(archive: Path, into: Path) -> int:
+    """Extract a committed corpus zip (flat, one input per member) into ``into``."""
+    if not archive.is_file():
+        return 0
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(archive) as z:
+        names = [n for n in z.namelist() if "/" not in n and not n.startswith(".")]
+        for name in names:
+            (into / name).write_bytes(z.read(name))
+    return len(names)
+
+
+def pack_corpus(folder: Path, archive: Path) -> None:
+    """Write ``folder``'s files to ``archive``, sorted, with fixed dates, so the same
+    inputs always give the same bytes (a clean diff in git)."""
+    tmp = archive.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(folder.iterdir()):
+            if f.is_file():
+                info = zipfile.ZipInfo(f.name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                z.writestr(info, f.read_bytes())
+    os.replace(tmp, archive)
+
+
 def write_seeds(python: str, build: Path, targets: list[str], corpus: Path) -> None:
     """Seed each target's corpus dir (pure backend: seeds are bytes, not backend output)."""
     script = (
@@ -92,6 +124,7 @@ def write_seeds(python: str, build: Path, targets: list[str], corpus: Path) -> N
             for f in saved.iterdir():
                 if f.is_file():
                     shutil.copy(f, corpus / name / f.name)
+        unpack_corpus(SAVED_CORPUS / f"{name}.zip", corpus / name)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build), str(TESTS)]),
                KAFKASTORE_NO_EXTENSIONS="1")
     env.pop("LD_PRELOAD", None)
@@ -99,10 +132,8 @@ def write_seeds(python: str, build: Path, targets: list[str], corpus: Path) -> N
                    cwd=tempfile.gettempdir())
 
 
-def run_one(python: str, build: Path, asan: Path, backend: str, target: str, seconds: int,
-            corpus: Path, out: Path, args) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
-    log_path = out / "fuzz.log"
+def fuzz_env(build: Path, asan: Path, backend: str) -> dict:
+    """The environment of an atheris_main.py process for ``backend``."""
     env = dict(os.environ)
     env.update(
         PYTHONPATH=os.pathsep.join([str(build), str(TESTS)]),
@@ -118,6 +149,14 @@ def run_one(python: str, build: Path, asan: Path, backend: str, target: str, sec
         env["KAFKASTORE_NO_EXTENSIONS"] = "1"
     else:
         env.pop("KAFKASTORE_NO_EXTENSIONS", None)
+    return env
+
+
+def run_one(python: str, build: Path, asan: Path, backend: str, target: str, seconds: int,
+            corpus: Path, out: Path, args) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "fuzz.log"
+    env = fuzz_env(build, asan, backend)
     cmd = [python, str(FUZZ / "atheris_main.py"), target, str(corpus),
            f"-max_total_time={seconds}", f"-rss_limit_mb={args.rss_limit_mb}",
            f"-max_len={args.max_len}", f"-timeout={args.timeout}",
@@ -181,6 +220,45 @@ def finding_report(log_text: str, max_lines: int = 40) -> list[str]:
     return out
 
 
+def merge_into(python: str, build: Path, asan: Path, scratch: Path, targets: list[str],
+               sources: list[Path], dest: Path) -> None:
+    """Minimize: for each target, the smallest set of inputs from ``dest/<target>.zip`` and
+    every ``<source>/<target>`` that keeps all their coverage (libFuzzer ``-merge=1``, on
+    the compiled backend, whose kernels add native edges to Python's), written back to
+    ``dest/<target>.zip``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for target in targets:
+        old = scratch / "committed" / target
+        unpack_corpus(dest / f"{target}.zip", old)
+        inputs = [d for d in [old, *(src / target for src in sources)] if d.is_dir()]
+        if not inputs:
+            continue
+        fresh = scratch / "merged" / target
+        fresh.mkdir(parents=True)
+        # libFuzzer starts the merge's child processes as argv[0]: give it a program
+        wrapper = scratch / f"merge-{target}.sh"
+        wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(python)} "
+                           f"{shlex.quote(str(FUZZ / 'atheris_main.py'))} {target} \"$@\"\n")
+        wrapper.chmod(0o700)
+        env = dict(fuzz_env(build, asan, "cython"), FUZZ_PROGRAM=str(wrapper))
+        log = scratch / f"merge-{target}.log"
+        with open(log, "wb") as f:
+            proc = subprocess.run([str(wrapper), "-merge=1", "-max_len=65536",
+                                   "-rss_limit_mb=512", "-timeout=10", str(fresh),
+                                   *map(str, inputs)],
+                                  stdout=f, stderr=subprocess.STDOUT, env=env,
+                                  cwd=tempfile.gettempdir())
+        if proc.returncode != 0:
+            sys.exit(f"run.py: merge of {target} failed (exit {proc.returncode}):\n"
+                     + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+        before = sum(1 for d in inputs for f in d.iterdir() if f.is_file())
+        pack_corpus(fresh, dest / f"{target}.zip")
+        files = [f for f in fresh.iterdir() if f.is_file()]
+        print(f"run.py: merged {target}: {before} inputs -> {len(files)} "
+              f"({sum(f.stat().st_size for f in files) / 1024:.0f} KiB, "
+              f"{(dest / f'{target}.zip').stat().st_size / 1024:.0f} KiB zipped)", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -199,6 +277,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-len", type=int, default=65536)
     ap.add_argument("--timeout", type=int, default=10, help="libFuzzer -timeout per input (s)")
     ap.add_argument("--runs", type=int, default=0, help="stop after this many inputs")
+    ap.add_argument("--merge-into", type=Path, metavar="DIR",
+                    help="no fuzzing: minimize DIR/<target>.zip plus the --corpus of both "
+                         "backends into DIR/<target>.zip (to refresh fuzz/corpus)")
     args = ap.parse_args(argv)
 
     names = target_names()
@@ -223,6 +304,10 @@ def main(argv=None) -> int:
             sys.exit(f"run.py: {asan} not found (atheris install broken?)")
         corpus_root = (args.corpus or scratch / "corpus").resolve()
         out_root = args.out.resolve()
+        if args.merge_into:
+            merge_into(args.python, build, asan, scratch, targets,
+                       [corpus_root / b for b in backends], args.merge_into.resolve())
+            return 0
         jobs = []
         for backend in backends:
             write_seeds(args.python, build, targets, corpus_root / backend)

@@ -3,8 +3,9 @@
 Every file under ``tests/data/fuzz/<target>/`` goes through the same target function the
 atheris fuzzers run (``tests/_fuzz_targets.py``): ``crash-*`` files are inputs that once
 broke kafkastore (each fixed, see the commit that added it), ``corpus-*`` files are inputs
-the fuzzer found interesting (they reach deep paths cheaply). A handful of the generated
-seeds replay too. A target passes when kafkastore decodes the input or refuses it with a
+the fuzzer found interesting (they reach deep paths cheaply). The minimized corpus of the
+long runs, ``fuzz/corpus/<target>.zip``, and a handful of the generated seeds replay too. A
+target passes when kafkastore decodes the input or refuses it with a
 :class:`~kafkastore.errors.KafkaStoreError`; any other exception fails the test.
 
 The suite runs once per backend (scripts/test.sh), so each input is replayed on the
@@ -14,6 +15,7 @@ compiled kernels and on the pure twins. Adding a crash input: see fuzz/README.md
 from __future__ import annotations
 
 import random
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,27 @@ SAVED = _saved()
 def test_saved_input_replays_cleanly(target, path):
     assert target in TARGETS, f"tests/data/fuzz/{target}/ names no target in _fuzz_targets"
     TARGETS[target](path.read_bytes())
+
+
+CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_committed_corpus_replays_cleanly(target):
+    """fuzz/corpus/<target>.zip: the minimized corpus of the long runs (fuzz/run.py
+    --merge-into). It reaches the deep paths of each decoder, so replaying it is a cheap
+    regression run of everything the fuzzers ever covered, on this backend."""
+    archive = CORPUS / f"{target}.zip"
+    if not archive.is_file():
+        pytest.skip(f"no committed corpus for {target} (fuzz/corpus/{target}.zip)")
+    with zipfile.ZipFile(archive) as z:
+        names = sorted(z.namelist())
+        assert names, archive
+        for name in names:
+            try:
+                TARGETS[target](z.read(name))
+            except Exception as err:  # name the input; the cause stays chained
+                raise AssertionError(f"fuzz/corpus/{target}.zip:{name}: {err!r}") from err
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
