@@ -11,7 +11,7 @@
 #    two at a time (fuzz/run.py), and prints the executions per target.
 #
 # Exits non-zero if any target found something; the inputs are then in fuzz/out/ (and the
-# figures in fuzz/out/figures.json). Measured on the 2-CPU CI machine with <seconds>=30:
+# figures in fuzz/out/figures.json). Measured on the 2-CPU CI machine with <seconds>=60:
 # see fuzz/README.md.
 set -euo pipefail
 
