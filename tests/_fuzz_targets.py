@@ -43,7 +43,7 @@ from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.index import OffsetIndex, TimeIndex
 from kafkastore.log import Log
 
-__all__ = ["TARGETS", "Provider", "seeds", "fix_crcs"]
+__all__ = ["TARGETS", "BATCH_FIELDS", "Provider", "seeds", "fix_crcs"]
 
 #: Bound on what one compressed payload may inflate to inside a target: keeps every
 #: input far below libFuzzer's -rss_limit_mb while still reaching the limit checks.
@@ -52,7 +52,8 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 HERE = Path(__file__).resolve().parent
 
-_BATCH_FIELDS = (
+#: Every header property of a batch (v2 and legacy), for code that reads them all.
+BATCH_FIELDS = (
     "position", "magic", "base_offset", "last_offset", "next_offset", "batch_length",
     "size_in_bytes", "partition_leader_epoch", "crc", "attributes", "last_offset_delta",
     "first_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence",
@@ -137,7 +138,7 @@ class Provider:
 
 
 def _touch_batch(batch) -> None:
-    for name in _BATCH_FIELDS:
+    for name in BATCH_FIELDS:
         _ok(getattr, batch, name)
     _ok(batch.is_valid)
     _ok(batch.to_bytes)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from kafkastore import compression
 from kafkastore import records as R
 
+from _fuzz_targets import BATCH_FIELDS as HEADER_FIELDS
 from _helpers import outcome, record_batch_pair, walk_outcomes
 from strategies import (
     CODECS,
@@ -79,14 +80,8 @@ def _value(v):
     return v
 
 
-BATCH_FIELDS = (
-    "position", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
-    "attributes", "last_offset_delta", "first_timestamp", "max_timestamp", "producer_id",
-    "producer_epoch", "base_sequence", "record_count", "size_in_bytes", "last_offset",
-    "next_offset", "is_transactional", "is_control", "has_delete_horizon",
-    "delete_horizon_ms", "last_sequence", "timestamp_type", "compression",
-    "max_decompressed_bytes",
-)
+# every header property, plus the decompression cap the batch was read with
+BATCH_FIELDS = HEADER_FIELDS + ("max_decompressed_bytes",)
 LEGACY_FIELDS = BATCH_FIELDS + ("timestamp", "key", "value")
 
 

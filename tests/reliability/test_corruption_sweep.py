@@ -348,6 +348,14 @@ def _segment_of(o: Original, name: str) -> tuple[int, str]:
     raise AssertionError(name)
 
 
+def _segment_files(o: Original):
+    """``(name, original bytes, segment index, suffix)`` of each file a sweep damages:
+    the segments' files, not the hidden ones (the clean-shutdown marker)."""
+    for name, data in o.files.items():
+        if not name.startswith("."):
+            yield (name, data, *_segment_of(o, name))
+
+
 def _records_below(o: Original, offset: int) -> list[Rec]:
     return [r for r in o.records if r.offset < offset]
 
@@ -398,10 +406,7 @@ def test_every_single_byte_change(original, tmp_path, quiet, figures):
     values = SHORT_VALUES if tiered(True, False) else \
         tuple((lambda b, d=d: b ^ d) for d in range(1, 256))
     with installed(NoSyncFS()):
-        for name, data in o.files.items():
-            if name.startswith("."):
-                continue
-            seg_index, kind = _segment_of(o, name)
+        for name, data, seg_index, kind in _segment_files(o):
             for pos in range(len(data)):
                 for change in values:
                     new = change(data[pos])
@@ -426,10 +431,7 @@ def test_every_truncation(original, tmp_path, quiet, figures):
     o = original
     sweep = Sweep(o, str(tmp_path / "t-0"))
     with installed(NoSyncFS()):
-        for name, data in o.files.items():
-            if name.startswith("."):
-                continue
-            seg_index, kind = _segment_of(o, name)
+        for name, data, seg_index, kind in _segment_files(o):
             for cut in range(len(data)):
                 for mode in CUT_MODES:
                     sweep.restore()
@@ -448,10 +450,7 @@ def test_a_missing_file(original, tmp_path, quiet, figures):
     o = original
     sweep = Sweep(o, str(tmp_path / "t-0"))
     with installed(NoSyncFS()):
-        for name in o.files:
-            if name.startswith("."):
-                continue
-            seg_index, kind = _segment_of(o, name)
+        for name, _, seg_index, kind in _segment_files(o):
             for mode in MODES:
                 sweep.restore()
                 os.unlink(os.path.join(sweep.work, name))
