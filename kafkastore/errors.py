@@ -42,6 +42,8 @@ __all__ = [
     "InvalidMetaPropertiesError",
     "OffsetMapFullError",
     "LogCleaningAbortedError",
+    "StorageError",
+    "StorageFileNotFoundError",
 ]
 
 
@@ -435,3 +437,25 @@ class LogCleaningAbortedError(KafkaStoreError):
     ``LogCleaningAbortedException``): the log was truncated, deleted or closed, or
     cleaning of it was aborted. Its ``.cleaned`` files are gone and the cleaner
     checkpoint is unchanged; a later round starts again."""
+
+
+class StorageError(KafkaStoreError, OSError):
+    """A read through the storage seam (:mod:`kafkastore.storage`) failed: a local read
+    error, or a remote store that kept failing after the retries (HTTP 5xx, throttling,
+    dropped connections), refused access, or answered with a short body.
+
+    ``path`` is the URI of the file or object. It is an :class:`OSError` too, so code
+    that catches ``OSError`` keeps working.
+    """
+
+    def __init__(self, message: str, *, position: int | None = None,
+                 offset: int | None = None, path: str | None = None) -> None:
+        KafkaStoreError.__init__(self, message, position=position, offset=offset, path=path)
+        self.strerror = message
+        self.filename = path
+
+
+class StorageFileNotFoundError(StorageError, FileNotFoundError):
+    """A file or object is not there (any more): deleted by retention or the log cleaner
+    after it was listed, a wrong path, or a prefix with nothing under it. Never retried.
+    Also a :class:`FileNotFoundError`."""
