@@ -170,7 +170,17 @@ def read_file(path: str) -> bytes | None:
 def makedirs(path: str, mode: int = DIR_MODE) -> None:
     """``os.makedirs(path, exist_ok=True)`` that creates every missing directory, the
     parents included, with ``mode`` (``os.makedirs`` gives the parents 0o777 less the
-    umask, so a umask of 0 made them world-writable)."""
+    umask, so a umask of 0 made them world-writable).
+
+    A URI with a scheme (``s3://bucket/logs``) is refused with a
+    :class:`~kafkastore.errors.ConfigError`: ``os.makedirs`` would make a local
+    directory ``s3:/bucket/logs`` and the data would never reach the store. Writers
+    call :func:`kafkastore.storage.require_local_path` first with their own name; this
+    is the backstop for every other caller.
+    """
+    from kafkastore.storage import require_local_path
+
+    path = require_local_path(os.fspath(path), "kafkastore")
     head, tail = os.path.split(path)
     if not tail:
         head, tail = os.path.split(head)

@@ -278,6 +278,11 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         raise UsageError(f"--partitions must be at least 1, not {args.partitions}")
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, not {args.batch_size}")
+    from kafkastore.storage import require_local_path
+    try:
+        args.directory = require_local_path(args.directory, "kafkastore produce")
+    except KafkaStoreError as exc:
+        raise UsageError(exc.message) from None
     _fileio.makedirs(args.directory)
     source = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
     size = os.path.getsize(args.input) if source is not sys.stdin else 0

@@ -48,6 +48,7 @@ from kafkastore.records import (
     iter_batches,
     scan_batches,
 )
+from kafkastore.storage import require_local_path
 from kafkastore.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -258,6 +259,9 @@ class Log:
         from now on counts as unclean; without a recovery point an unclean
         open re-validates every segment.
         """
+        # an object store cannot hold a log being written: refuse s3:// and the like
+        # before anything is created (file:// is a local path)
+        path = require_local_path(os.fspath(path), "Log.open")
         if config is None:
             config = LogConfig()
         elif isinstance(config, dict):

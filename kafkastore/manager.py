@@ -66,6 +66,7 @@ from kafkastore.errors import (
     KafkaStoreError,
 )
 from kafkastore.log import Log
+from kafkastore.storage import require_local_path
 from kafkastore.log_dir import (
     CLEAN_SHUTDOWN_FILE,
     DELETE_DIR_SUFFIX,
@@ -259,7 +260,9 @@ class LogManager:
                  background: bool = True) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
-        paths = [os.path.abspath(os.fspath(p)) for p in log_dirs]
+        # writing needs POSIX files: refuse s3:// and the like before creating anything
+        paths = [os.path.abspath(require_local_path(os.fspath(p), "LogManager"))
+                 for p in log_dirs]
         if not paths:
             raise ValueError("LogManager needs at least one log directory")
         if len(set(paths)) != len(paths):

@@ -358,6 +358,10 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
     if not path:
         raise ConfigError("The kafkastore sink needs the log directory: "
                           "df.write.format('kafkastore').mode('append').save('/path')")
+    # refused here, on the driver when Spark plans the write: before any task runs and
+    # before any directory is made (never a local directory named "s3:/bucket/...")
+    from kafkastore.storage import require_local_path
+    path = require_local_path(path, "The kafkastore Spark sink")
     topic = opts.get("topic")
     if topic is not None:
         from kafkastore.topic import validate_topic
