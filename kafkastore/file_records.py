@@ -27,7 +27,8 @@ from kafkastore.records import (
     scan_batches,
 )
 
-__all__ = ["BatchHeader", "FileRecords", "LogSlice", "MAX_SEGMENT_SIZE", "read_chunks"]
+__all__ = ["BatchHeader", "FileRecords", "StorageRecords", "LogSlice", "MAX_SEGMENT_SIZE",
+           "read_chunks"]
 
 #: A segment file's size is an int32 in Kafka (positions in the offset index are int32).
 MAX_SEGMENT_SIZE = (1 << 31) - 1
@@ -342,9 +343,13 @@ class FileRecords:
             if fresh and rel == 0:
                 return None  # a fresh window too short for one header: the file shrank
             pos = win_pos + rel
-            win = _fileio.fs.pread(self._fd, min(window, stop - pos), pos)
+            win = self._pread(min(window, stop - pos), pos)
             win_pos = pos
             fresh = True
+
+    def _pread(self, size: int, position: int) -> bytes:
+        """One read of a walk's window (the subclass reads through the storage seam)."""
+        return _fileio.fs.pread(self._fd, size, position)
 
     def search_for_offset_with_size(self, target_offset: int,
                                     starting_position: int = 0) -> BatchHeader | None:
@@ -491,6 +496,88 @@ def read_chunks(read, start: int, end: int, chunk_size: int, *, validate: bool =
             return
         position += scan.valid_bytes
         want = chunk_size
+
+
+class StorageRecords(FileRecords):
+    """A ``.log`` file read through the storage seam (:mod:`kafkastore.storage`): any
+    file system, local or remote, read-only, with ranged reads only.
+
+    The reading half of :class:`FileRecords` (``read``, ``walk``, ``walk_headers``,
+    ``search_*``, ``slice``) over a :class:`~kafkastore.storage.RangeReader`; ``path``
+    is the file's URI, for messages. Its size is the size when it was opened: bytes
+    appended later are not seen. Writing methods raise :class:`KafkaStoreError`.
+
+    Thread-safety: one thread at a time (a remote reader holds one connection).
+    """
+
+    __slots__ = ("_reader",)
+
+    def __init__(self, reader, uri: str | None = None) -> None:
+        super().__init__(uri or reader.path, -1, reader.size)
+        self._reader = reader
+        self._dirty = False
+
+    @classmethod
+    def open_uri(cls, storage, path: str) -> StorageRecords:
+        """Open ``path`` of ``storage`` (raises
+        :class:`~kafkastore.errors.StorageFileNotFoundError` if it is not there)."""
+        return cls(storage.open(path), storage.uri(path))
+
+    def read(self, position: int, size: int) -> bytes:
+        self._check_open()
+        end = min(self._size, position + size)
+        if position < 0 or position >= end:
+            return b""
+        return self._reader.read(position, end - position)
+
+    def _pread(self, size: int, position: int) -> bytes:
+        return self._reader.read(position, size)
+
+    def search_with_data(self, target_offset: int, starting_position: int = 0,
+                         read_size: int = 0, *, next_position: int = -1,
+                         at_start: bool = False) -> tuple[BatchHeader | None, bytes | None]:
+        """:meth:`FileRecords.search_with_data` with windowed ranged reads (the index
+        hints only bound the walk here: each read is a request, not a syscall)."""
+        self._check_open()
+        window = read_size if _WINDOW <= read_size <= _PREFETCH_MAX else _WINDOW
+        found = self._find(b"", starting_position, starting_position, self._size,
+                           target_offset, window)
+        if found is None:
+            return None, None
+        header, win_pos, win = found
+        return header, self._data_in(win, header.position - win_pos, read_size,
+                                     self._size - header.position)
+
+    def scan_chunks(self, start: int = 0, *, validate: bool = True,
+                    chunk_size: int = 8 << 20):
+        """:meth:`FileRecords.scan_chunks` through bounded ranged reads (no mapping)."""
+        self._check_open()
+        for pos, data, scan in read_chunks(self.read, start, self._size, chunk_size,
+                                           validate=validate):
+            yield data, pos, scan
+            if scan.error is not None:
+                return
+
+    def fileno(self) -> int:
+        raise KafkaStoreError(f"{self._path} is not a local file", path=self._path)
+
+    def _read_only(self, *args, **kw):
+        raise KafkaStoreError(f"{self._path} is opened read-only through the storage seam",
+                              path=self._path)
+
+    append = truncate_to = trim = rename_to = delete_if_exists = _read_only
+    set_last_modified = last_modified = _read_only
+
+    def flush(self) -> None:
+        """Nothing to write."""
+
+    def close(self) -> None:
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._reader.close()
 
 
 class LogSlice:
