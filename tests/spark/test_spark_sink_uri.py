@@ -21,7 +21,8 @@ def test_sink_refuses_an_object_store_uri_before_any_task(spark, tmp_path, monke
     markers = tmp_path / "markers"
     markers.mkdir()
 
-    @udf("string")
+    # useArrow=False: a plain pickled UDF, so the test needs no pandas (CI has none).
+    @udf("string", useArrow=False)
     def touched(v):
         # runs only if a task runs: leaves a file behind
         open(os.path.join(str(markers), f"task-{os.getpid()}-{v}"), "w").close()
