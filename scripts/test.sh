@@ -51,9 +51,10 @@ PY="$VENV/bin/python"
 
 # Uninstall first so a reused venv never keeps an older build of the same version.
 "$PY" -m pip uninstall --quiet --yes kafkastore >/dev/null 2>&1 || true
-# The spark extra too (pyspark, pyarrow), so the Spark data source tests run; they skip,
+# The spark and connect extras too (pyspark, pyarrow; the Connect client), so the Spark
+# data source tests run, locally, on a standalone cluster and through Spark Connect; they skip,
 # saying why, on a machine without Java. KAFKASTORE_EXTRAS=test leaves pyspark out.
-EXTRAS="${KAFKASTORE_EXTRAS:-test,spark}"
+EXTRAS="${KAFKASTORE_EXTRAS:-test,spark,connect}"
 if [ -n "$WHEEL" ]; then
     echo "test.sh: installing $WHEEL with the extras $EXTRAS"
     "$PY" -m pip install --quiet "${WHEEL}[$EXTRAS]"

@@ -179,7 +179,18 @@ def vectors_dir() -> Path:
     if VECTORS is None:
         pytest.fail(f"KAFKASTORE_VECTORS={CONFIGURED} holds no MANIFEST.json", pytrace=False)
     return VECTORS
-    path = REPO.parent / "shared" / "vectors"
-    if not path.is_dir():
-        pytest.skip("shared vectors not available")
-    return path
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server on 127.0.0.1 (tests/_s3.py); skips where moto[server] is absent."""
+    from _s3 import start_s3_server
+
+    server, stop = start_s3_server()
+    try:
+        yield server
+    finally:
+        stop()
+        from kafkastore import storage
+
+        storage.clear_cache()
