@@ -70,6 +70,8 @@ __all__ = [
     "RecordBatch",
     "RecordColumns",
     "RecordTooLargeError",
+    "ReadOnlyLog",
+    "ReadOnlyLogDir",
     "TimeIndex",
     "TimestampOffset",
     "TimestampType",
@@ -85,3 +87,11 @@ __all__ = [
     "scan_batches",
     "__version__",
 ]
+
+
+def __getattr__(name: str):
+    # the read-only log API loads the segment and storage layers: only when asked for
+    if name in ("ReadOnlyLog", "ReadOnlyLogDir"):
+        from kafkastore import log_view
+        return getattr(log_view, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -212,6 +212,11 @@ class CheckpointFile(Generic[T]):
             data = _fileio.read_file(self.path)
         if data is None:
             return []
+        return self.parse(data)
+
+    def parse(self, data: bytes) -> list[T]:
+        """The entries of a checkpoint file's bytes, read elsewhere (a copy on an
+        object store); errors as :meth:`read`, naming :attr:`path`."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -359,6 +364,11 @@ class OffsetCheckpointFile:
             If the file cannot be read.
         """
         return dict(self.checkpoint.read())
+
+    def parse(self, data: bytes) -> dict[TopicPartition, int]:
+        """The offsets of the bytes of such a file, read elsewhere (see
+        :meth:`CheckpointFile.parse`)."""
+        return dict(self.checkpoint.parse(data))
 
     def __repr__(self) -> str:
         return f"OffsetCheckpointFile({self.path!r})"

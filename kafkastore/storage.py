@@ -71,6 +71,7 @@ __all__ = [
     "split_uri",
     "is_local",
     "require_local_path",
+    "check_options",
 ]
 
 #: URI schemes served by the local file system.
@@ -232,8 +233,18 @@ class ReadOnlyStorage:
     def _is_dir(self, path: str) -> bool:
         raise NotImplementedError
 
-    def _open(self, path: str) -> RangeReader:
+    def _open(self, path: str, size: int | None = None) -> RangeReader:
         raise NotImplementedError
+
+    def _walk(self, path: str) -> list[FileInfo]:
+        """Every file and directory under ``path``, at any depth (paths relative to
+        nothing: the store's own). The generic way lists level by level."""
+        out = []
+        for info in self._list(path):
+            out.append(info)
+            if info.is_dir:
+                out.extend(self._walk(info.path))
+        return out
 
     def uri(self, path: str) -> str:
         """``path`` as a URI (what error messages and the CLI print)."""
@@ -278,9 +289,18 @@ class ReadOnlyStorage:
     def is_dir(self, path: str) -> bool:
         return self._call("stat", path, self._is_dir, path)
 
-    def open(self, path: str) -> RangeReader:
-        """Open a file for ranged reads."""
-        return self._call("open", path, self._open, path)
+    def walk(self, path: str) -> list[FileInfo]:
+        """Everything under the directory ``path``, at any depth, in one listing where
+        the store can (an object store's prefix listing: one paginated request, not one
+        per directory). A missing directory raises
+        :class:`~kafkastore.errors.StorageFileNotFoundError`."""
+        infos = self._call("list", path, self._walk, path)
+        return sorted(infos, key=lambda i: i.path)
+
+    def open(self, path: str, size: int | None = None) -> RangeReader:
+        """Open a file for ranged reads. ``size`` is what a listing said (a hint for
+        stores that can open without asking; the size read is the file's own)."""
+        return self._call("open", path, self._open, path, size)
 
     def read_file(self, path: str, limit: int = 64 << 20) -> bytes | None:
         """The whole of a small file (an index, a checkpoint); None if it is missing.
@@ -402,7 +422,8 @@ class LocalStorage(ReadOnlyStorage):
     def _is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
 
-    def _open(self, path: str) -> RangeReader:
+    def _open(self, path: str, size: int | None = None) -> RangeReader:
+        # the size is always taken from the open file: a local stat costs nothing
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             size = os.fstat(fd).st_size
@@ -518,9 +539,21 @@ class ArrowStorage(ReadOnlyStorage):
 
         return self.fs.get_file_info(path.rstrip("/")).type == pafs.FileType.Directory
 
-    def _open(self, path: str) -> RangeReader:
+    def _walk(self, path: str) -> list[FileInfo]:
+        from pyarrow import fs as pafs
+
+        infos = self.fs.get_file_info(pafs.FileSelector(path.rstrip("/"), recursive=True,
+                                                        allow_not_found=True))
+        if not infos and not self._is_dir(path):
+            raise FileNotFoundError(path)
+        return [FileInfo(i.base_name, i.path, 0 if i.type == pafs.FileType.Directory
+                         else int(i.size or 0), i.type == pafs.FileType.Directory)
+                for i in infos]
+
+    def _open(self, path: str, size: int | None = None) -> RangeReader:
         # one request (a HEAD on object stores) that also gives the size; a missing
-        # object is a FileNotFoundError from pyarrow
+        # object is a FileNotFoundError from pyarrow. (pyarrow's C++ API can open with
+        # a known size and skip it; its Python binding takes only a path.)
         f = self.fs.open_input_file(path)
         try:
             size = f.size()
@@ -617,6 +650,14 @@ def _split_options(options: Mapping[str, Any] | None, kind: str,
         max_delay=seam.get("retry_max_delay_ms", RetryPolicy.max_delay * 1000) / 1000)
     kwargs = {k: _coerce(k, table.get(k, str), v, scheme) for k, v in given.items()}
     return kwargs, retry
+
+
+def check_options(uri: str, options: Mapping[str, Any] | None) -> None:
+    """Raise :class:`~kafkastore.errors.ConfigError` if ``options`` has a name or a
+    value the store of ``uri`` does not take (without connecting to anything)."""
+    scheme, _ = split_uri(os.fspath(uri))
+    kind = "local" if scheme in _LOCAL_SCHEMES else _ARROW_SCHEMES.get(scheme, "fsspec")
+    _split_options(options, kind, scheme or "file")
 
 
 def _need_pyarrow(uri: str):

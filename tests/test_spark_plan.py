@@ -18,7 +18,7 @@ import pytest
 from kafkastore.errors import ConfigError, KafkaStoreError, OffsetOutOfRangeError
 from kafkastore.manager import LogManager
 from kafkastore.records import encode_control_batch, iter_records
-from kafkastore.spark.layout import PartitionLayout
+from kafkastore.spark.layout import scan as scan_layouts
 from kafkastore.spark.options import (
     offsets_json,
     parse_offsets_json,
@@ -179,7 +179,7 @@ def read_all(splits, names=("offset", "timestamp", "key", "value"), **kw):
 
 
 def test_layout_matches_the_log(logdir):
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     assert sorted(layouts) == [TopicPartition("orders", p) for p in range(3)] + [
         TopicPartition("payments", 0)]
     with LogManager(logdir, background=False) as m:
@@ -188,15 +188,14 @@ def test_layout_matches_the_log(logdir):
             assert layout.log_end_offset == log.log_end_offset
             assert layout.log_start_offset == log.log_start_offset
             for ts in [T0 - 10**6, T0, T0 + 7_250, T0 + 20_400, T0 + 39_400, T0 + 10**7]:
-                found = log.offset_for_timestamp(ts)
-                assert layout.offset_for_timestamp(ts) == (
-                    None if found is None else found.offset), (tp, ts)
+                assert layout.offset_for_timestamp(ts) == log.offset_for_timestamp(ts), \
+                    (tp, ts)
 
 
 @pytest.mark.parametrize("max_bytes", [1 << 30, 2000, 300])
 def test_splits_cover_each_range_exactly_once(logdir, max_bytes):
     o = opts(subscribe="orders", maxBytesPerPartition=max_bytes)
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     ranges = resolve_ranges(o, layouts)
     splits = plan_splits(o, layouts, ranges)
     if max_bytes == 300:
@@ -212,7 +211,7 @@ def test_splits_cover_each_range_exactly_once(logdir, max_bytes):
 
 
 def test_min_partitions_and_max_records(logdir):
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     o = opts(subscribe="orders", minPartitions=20)
     splits = plan_splits(o, layouts, resolve_ranges(o, layouts))
     assert len(splits) >= 18   # Spark-Kafka's proportional rule is approximate
@@ -228,7 +227,7 @@ def test_min_partitions_and_max_records(logdir):
 
 
 def test_offsets_and_timestamps_options(logdir):
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     leo = {tp: layouts[tp].log_end_offset for tp in layouts}
     o = opts(subscribe="orders", startingOffsets={"orders": {"0": 10, "1": -2, "2": 5}},
              endingOffsets={"orders": {"0": 50, "1": 7, "2": -1}})
@@ -262,7 +261,7 @@ def test_offsets_and_timestamps_options(logdir):
 
 
 def test_pushdown_narrows_exactly(logdir):
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     o = opts(subscribePattern="ord.*")
     pd = Pushdown()
     pd.allow_in("partitions", [1, 2])
@@ -282,7 +281,7 @@ def test_pushdown_narrows_exactly(logdir):
 
 
 def test_timestamp_pushdown_only_skips_what_cannot_match(logdir):
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     o = opts(subscribe="orders")
     ts = T0 + 22_000
     pd = Pushdown()
@@ -298,7 +297,7 @@ def test_timestamp_pushdown_only_skips_what_cannot_match(logdir):
 
 
 def test_rate_limit_is_proportional_like_spark_kafka(logdir):
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     a, b = TopicPartition("orders", 0), TopicPartition("orders", 1)
     out = rate_limit({a: 0, b: 0}, {a: 300, b: 100}, layouts, 40)
     assert out == {a: 30, b: 10}
@@ -311,7 +310,7 @@ def test_a_replaced_segment_is_read_from_its_start(logdir, tmp_path):
     root = str(tmp_path / "copy")
     shutil.copytree(logdir, root)
     o = opts(assign={"orders": [0]}, maxBytesPerPartition=300)
-    layouts = PartitionLayout.scan(root)
+    layouts = scan_layouts(root)
     splits = plan_splits(o, layouts, resolve_ranges(o, layouts))
     late = [s for s in splits if s.slices[0].position > 0]
     assert late
@@ -339,7 +338,7 @@ def test_corrupt_bytes_raise_with_the_path(logdir, tmp_path):
         f.seek(200)
         f.write(b"\xff" * 8)
     o = opts(assign={"orders": [0]})
-    layouts = PartitionLayout.scan(root)
+    layouts = scan_layouts(root)
     with pytest.raises(KafkaStoreError) as info:
         read_all(plan_splits(o, layouts, resolve_ranges(o, layouts)))
     assert info.value.path == path
@@ -352,7 +351,7 @@ def test_arrow_types_match_sparks(logdir):
                                              "timestamp[us, tz=UTC]", "int32"]
     assert all(f.nullable for f in schema)
     o = opts(assign={"payments": [0]})
-    layouts = PartitionLayout.scan(logdir)
+    layouts = scan_layouts(logdir)
     (split,) = plan_splits(o, layouts, resolve_ranges(o, layouts))
     (batch,) = read_split(split, names)
     assert batch.to_pylist() == [{
@@ -373,7 +372,7 @@ def test_headers_column(tmp_path):
             (b"k", b"v", T0, ((b"\xff\xfe-bad", b"x"),)),
         ])
     o = opts(assign={"h": [0]}, includeHeaders="true")
-    layouts = PartitionLayout.scan(root)
+    layouts = scan_layouts(root)
     (split,) = plan_splits(o, layouts, resolve_ranges(o, layouts))
     (batch,) = read_split(split, ["offset", "headers"])
     assert batch.schema == arrow_schema(["offset", "headers"])
@@ -400,7 +399,7 @@ def test_cuts_inside_legacy_wrappers_lose_nothing(tmp_path, cut):
         if f.suffix in (".log", ".index", ".timeindex"):
             shutil.copy(f, dst / f.name)
     o = opts(assign={"mixed": [0]}, maxRecordsPerPartition=cut)
-    layouts = PartitionLayout.scan(str(tmp_path))
+    layouts = scan_layouts(str(tmp_path))
     splits = plan_splits(o, layouts, resolve_ranges(o, layouts))
     assert len(splits) > 1
     got = read_all(splits)[TopicPartition("mixed", 0)]

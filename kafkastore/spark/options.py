@@ -177,6 +177,13 @@ class ReadOptions:
     min_offsets_per_trigger: int | None = None
     batch_rows: int = 65536
     pushdown: bool = False
+    #: ``storage.<name>`` reader options: the store's settings (kafkastore.storage.OPTIONS)
+    storage_options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def storage(self) -> dict[str, str]:
+        """The storage options as a dict, for :func:`kafkastore.storage.open_storage`."""
+        return dict(self.storage_options)
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is one this source reads (before ``assign``'s partitions)."""
@@ -328,7 +335,19 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         min_offsets_per_trigger=min_trigger,
         batch_rows=_positive(opts, "arrowBatchRows") or 65536,
         pushdown=_bool(opts, "pushdown", False),
+        storage_options=_storage_options(opts, path),
     )
+
+
+def _storage_options(opts: dict[str, str], path: str) -> tuple[tuple[str, str], ...]:
+    """The ``storage.<name>`` options, checked against the store ``path`` names (an
+    unknown name is a :class:`~kafkastore.errors.ConfigError` listing the known ones)."""
+    from kafkastore.storage import check_options
+
+    found = tuple(sorted((k[len("storage."):], v) for k, v in opts.items()
+                         if k.startswith("storage.")))
+    check_options(path, dict(found))
+    return found
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kafkastore.errors import ConfigError, OffsetOutOfRangeError
-from kafkastore.spark.layout import PartitionLayout, SegmentRef
+from kafkastore.log_view import ReadOnlyLog, SegmentRef
 from kafkastore.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from kafkastore.topic import TopicPartition
 
@@ -48,7 +48,8 @@ class SegmentSlice:
     """Offsets ``[lo, hi)`` of the segment file ``path`` (base offset ``base``), read
     from byte ``position``. ``expect_last`` is the last offset of the batch an index
     entry placed at ``position`` (-1 when ``position`` is 0 by default): the reader
-    checks it, so a segment the cleaner replaced since planning is read from 0."""
+    checks it, so a segment the cleaner replaced since planning is read from 0.
+    ``path`` is the storage's path (a URI's, see :mod:`kafkastore.storage`)."""
 
     path: str
     base: int
@@ -56,6 +57,11 @@ class SegmentSlice:
     expect_last: int
     lo: int
     hi: int
+    #: the segment's size when planned (a remote open then needs no request for it)
+    size: int = -1
+    #: a byte position past the batch holding ``hi - 1`` (from the offset index; the
+    #: segment's size without one): a task's ranged reads stop there
+    end: int = -1
 
 
 @dataclass(frozen=True)
@@ -119,7 +125,7 @@ def data_loss_message(tp: TopicPartition, wanted: int, available: int) -> str:
             "option \"failOnDataLoss\" to \"false\".")
 
 
-def selected_partitions(opts: ReadOptions, layouts: Mapping[TopicPartition, PartitionLayout],
+def selected_partitions(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyLog],
                         pushdown: Pushdown | None = None) -> list[TopicPartition]:
     """The topic-partitions the options subscribe to and the pushed filters allow."""
     if opts.strategy == "assign":
@@ -138,7 +144,7 @@ def selected_partitions(opts: ReadOptions, layouts: Mapping[TopicPartition, Part
     return sorted(tps)
 
 
-def _offset_for(layout: PartitionLayout, spec: OffsetSpec, tp: TopicPartition,
+def _offset_for(layout: ReadOnlyLog, spec: OffsetSpec, tp: TopicPartition,
                 which: str, strategy: str, tps: list[TopicPartition]) -> int:
     if spec.kind == "earliest":
         return layout.log_start_offset
@@ -162,7 +168,7 @@ def _offset_for(layout: PartitionLayout, spec: OffsetSpec, tp: TopicPartition,
                           "epoch milliseconds, 0 or more")
     found = layout.offset_for_timestamp(ts)
     if found is not None:
-        return found
+        return found.offset
     if which == "starting" and strategy == "error":
         raise ConfigError(f"No offset matched from request of topic-partition {tp} and "
                           f"timestamp {ts}. (set startingOffsetsByTimestampStrategy to "
@@ -179,7 +185,7 @@ def _check_all(given: Mapping, tps: list[TopicPartition], name: str) -> None:
             f"Specified: {sorted(given)} Assigned: {sorted(wanted)}")
 
 
-def start_offsets(opts: ReadOptions, layouts: Mapping[TopicPartition, PartitionLayout],
+def start_offsets(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyLog],
                   tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Where a new streaming query starts in each partition (``startingOffsets``,
     default latest, or the timestamp options)."""
@@ -188,7 +194,7 @@ def start_offsets(opts: ReadOptions, layouts: Mapping[TopicPartition, PartitionL
 
 
 def rate_limit(begin: Mapping[TopicPartition, int], until: Mapping[TopicPartition, int],
-               layouts: Mapping[TopicPartition, PartitionLayout],
+               layouts: Mapping[TopicPartition, ReadOnlyLog],
                limit: int) -> dict[TopicPartition, int]:
     """Spark-Kafka's ``maxOffsetsPerTrigger``: ``limit`` offsets shared among the
     partitions in proportion to their backlog (a partition new since ``begin``
@@ -213,7 +219,7 @@ def rate_limit(begin: Mapping[TopicPartition, int], until: Mapping[TopicPartitio
     return out
 
 
-def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, PartitionLayout],
+def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyLog],
                    pushdown: Pushdown | None = None, *,
                    starts: Mapping[TopicPartition, int] | None = None,
                    ends: Mapping[TopicPartition, int] | None = None,
@@ -274,12 +280,12 @@ def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, Partition
             start, end = (min(inside), max(inside) + 1) if inside else (start, start)
         if pushdown.ts_min is not None and start < end:
             found = layout.offset_for_timestamp(max(pushdown.ts_min, 0))
-            start = end if found is None else max(start, min(found, end))
+            start = end if found is None else max(start, min(found.offset, end))
         out[tp] = (start, max(start, end))
     return out
 
 
-def plan_splits(opts: ReadOptions, layouts: Mapping[TopicPartition, PartitionLayout],
+def plan_splits(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyLog],
                 ranges: Mapping[TopicPartition, tuple[int, int]]) -> list[Split]:
     """Cut the ranges into :class:`Split`s (see the module docstring)."""
     splits: list[Split] = []
@@ -311,12 +317,13 @@ def _span(split: Split) -> int:
     return split.slices[-1].hi - split.slices[0].lo
 
 
-def _slice(layout: PartitionLayout, seg: SegmentRef, lo: int, hi: int) -> SegmentSlice:
+def _slice(layout: ReadOnlyLog, seg: SegmentRef, lo: int, hi: int) -> SegmentSlice:
     position, indexed = layout.floor_position(seg, lo)
-    return SegmentSlice(seg.path, seg.base_offset, position, indexed, lo, hi)
+    end = seg.size if hi >= _INF else max(position, layout.end_position(seg, hi))
+    return SegmentSlice(seg.path, seg.base_offset, position, indexed, lo, hi, seg.size, end)
 
 
-def _cut_by_bytes(layout: PartitionLayout, seg: SegmentRef, lo: int, hi: int,
+def _cut_by_bytes(layout: ReadOnlyLog, seg: SegmentRef, lo: int, hi: int,
                   target: int) -> list[tuple[int, int]]:
     """Cut ``[lo, hi)`` of one segment at index entries every ``target`` bytes.
 
@@ -324,7 +331,7 @@ def _cut_by_bytes(layout: PartitionLayout, seg: SegmentRef, lo: int, hi: int,
     is the offset ``o + 1``, and the next task reads from ``p``, skipping that batch by
     its header, so no batch is decoded twice except where ``minPartitions`` or
     ``maxRecordsPerPartition`` cut inside one."""
-    offs, pos = layout.offset_index(seg)
+    offs, pos = layout.offset_index(seg).arrays()
     start_pos, _ = layout.floor_position(seg, lo)
     end_pos = seg.size
     if hi < _INF:

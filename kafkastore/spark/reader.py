@@ -5,22 +5,23 @@ A task gets a :class:`~kafkastore.spark.planner.Split` and yields
 source schema (every field nullable, ``binary`` not ``large_binary``,
 ``timestamp[us, tz=UTC]``, ``int32`` partition): Spark rejects anything else.
 
-No Python object is made per record: files are read with ``pread`` into
+No Python object is made per record: files are read through the storage seam
+(:mod:`kafkastore.storage`: ``pread`` locally, ranged GETs on an object store) into
 bounded chunks (never mapped, so a file another process truncates cannot kill
-the worker), entries are walked and CRC-checked by ``scan_batches``, records are
+the worker), from the planned position to the planned end (the offset index entry
+past the range), entries are walked and CRC-checked by ``scan_batches``, records are
 decoded by ``decode_columns`` into numpy columns, and the Arrow arrays are built
 over those buffers.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from kafkastore.errors import KafkaStoreError
+from kafkastore.errors import StorageFileNotFoundError
 from kafkastore.file_records import read_chunks
 from kafkastore.records import V2_HEADER, decode_columns
 from kafkastore.spark.planner import SegmentSlice, Split
@@ -81,15 +82,19 @@ def arrow_schema(names: Sequence[str]):
 
 def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
                offset_in: frozenset | None = None, batch_rows: int = 65536,
-               chunk_size: int = _CHUNK) -> Iterator:
+               chunk_size: int = _CHUNK, storage=None) -> Iterator:
     """Yield the records of ``split`` as Arrow batches with the columns ``names``.
 
     ``ts_min`` skips whole batches whose max timestamp is below it (a pushed
     ``timestamp >= T``; Spark re-checks the rows). ``offset_in`` keeps only those
     offsets (a pushed ``offset IN (...)``, which is exact). Control batches are
     skipped. A corrupt entry raises a :class:`~kafkastore.errors.KafkaStoreError`
-    naming the file and position.
+    naming the file and position. ``storage`` serves the slices' paths (default: the
+    local file system).
     """
+    if storage is None:
+        from kafkastore.storage import LocalStorage
+        storage = LocalStorage()
     import pyarrow as pa
 
     headers = "headers" in names
@@ -98,7 +103,7 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
     wanted = None if offset_in is None else np.fromiter(offset_in, dtype=np.int64,
                                                          count=len(offset_in))
     for sl in split.slices:
-        for cols, i0, i1 in _slice_columns(sl, headers, ts_min, chunk_size):
+        for cols, i0, i1 in _slice_columns(storage, sl, headers, ts_min, chunk_size):
             keep = None if wanted is None else np.isin(cols["offset"][i0:i1], wanted)
             if keep is not None and not keep.any():
                 continue
@@ -112,7 +117,7 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
                 yield batch
 
 
-def _verified_start(fd: int, sl: SegmentSlice, size: int) -> int:
+def _verified_start(reader, sl: SegmentSlice) -> int:
     """``sl.position`` if the entry there is the one the index promised, else 0.
 
     An index entry holds the last offset of the batch at its position (for a
@@ -122,7 +127,7 @@ def _verified_start(fd: int, sl: SegmentSlice, size: int) -> int:
     """
     if sl.position == 0 or sl.expect_last < 0:
         return sl.position
-    head = os.pread(fd, V2_HEADER.size, sl.position) if sl.position < size else b""
+    head = reader.read(sl.position, V2_HEADER.size) if sl.position < reader.size else b""
     if len(head) >= 17:
         if head[16] >= 2 and len(head) == V2_HEADER.size:
             fields = V2_HEADER.unpack(head)
@@ -134,32 +139,55 @@ def _verified_start(fd: int, sl: SegmentSlice, size: int) -> int:
     return 0
 
 
-def _slice_columns(sl: SegmentSlice, headers: bool, ts_min: int | None, chunk_size: int):
+def _gone(storage, sl: SegmentSlice) -> StorageFileNotFoundError:
+    uri = storage.uri(sl.path)
+    return StorageFileNotFoundError(
+        f"Segment {uri} was deleted (by retention or the log cleaner) after the query "
+        f"was planned; offsets {sl.lo}-{sl.hi} can no longer be read. Run the query "
+        f"again.", path=uri, offset=sl.lo)
+
+
+def _slice_columns(storage, sl: SegmentSlice, headers: bool, ts_min: int | None,
+                   chunk_size: int):
     """Yield ``(columns, i0, i1)``: decoded chunks of ``sl`` and the rows in ``[lo, hi)``."""
     try:
-        fd = os.open(sl.path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise KafkaStoreError(
-            f"Segment {sl.path} was deleted (by retention or the log cleaner) after the "
-            f"query was planned; offsets {sl.lo}-{sl.hi} can no longer be read. Run the "
-            f"query again.", path=sl.path, offset=sl.lo) from None
+        reader = storage.open(sl.path, sl.size if sl.size >= 0 else None)
+    except StorageFileNotFoundError:
+        raise _gone(storage, sl) from None
     try:
-        size = os.fstat(fd).st_size
-        start = _verified_start(fd, sl, size)
+        yield from _read_slice(storage, reader, sl, headers, ts_min, chunk_size)
+    except StorageFileNotFoundError:
+        raise _gone(storage, sl) from None
+    finally:
+        reader.close()
 
-        buf = bytearray()
 
-        def read(position: int, n: int) -> memoryview:
-            # one buffer for the whole slice: a fresh 8 MiB bytes per chunk would cost
-            # its page faults on every read (decode_columns copies what it keeps)
-            nonlocal buf
-            if len(buf) < n:
-                buf = bytearray(n)
-            got = os.preadv(fd, [memoryview(buf)[:n]], position)
-            return memoryview(buf)[:got]
+def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | None,
+                chunk_size: int):
+    size = reader.size
+    start = _verified_start(reader, sl)
+    # the planned end bounds the ranged reads; it is an index position of the file that
+    # was planned, so only trusted when the start was (a replaced file reads to its end)
+    bound = sl.end if 0 <= sl.end <= size and start == sl.position else size
+    local = storage.is_local
+    buf = bytearray()
 
-        prev_last = _UNKNOWN
-        for pos, data, scan in read_chunks(read, start, size, chunk_size, validate=True):
+    def read(position: int, n: int):
+        if not local:
+            return reader.read(position, n)
+        # one buffer for the whole slice: a fresh 8 MiB bytes per chunk would cost
+        # its page faults on every read (decode_columns copies what it keeps)
+        nonlocal buf
+        if len(buf) < n:
+            buf = bytearray(n)
+        got = reader.readinto(memoryview(buf)[:n], position)
+        return memoryview(buf)[:got]
+
+    prev_last = _UNKNOWN
+    position = start
+    while True:
+        done = False
+        for pos, data, scan in read_chunks(read, position, bound, chunk_size, validate=True):
             n = len(scan)
             if n:
                 last = scan.last_offset
@@ -184,12 +212,18 @@ def _slice_columns(sl: SegmentSlice, headers: bool, ts_min: int | None, chunk_si
                     i1 = int(np.searchsorted(offs, sl.hi, side="left"))
                     if i0 < i1:
                         yield cols, i0, i1
-                if stop:
+                if stop or prev_last >= sl.hi - 1:
                     return
+                position = pos + scan.valid_bytes
             if scan.error is not None:
-                raise scan.error.with_context(path=sl.path, position_base=pos)
-    finally:
-        os.close(fd)
+                raise scan.error.with_context(path=storage.uri(sl.path), position_base=pos)
+        else:
+            done = True
+        if not done or bound >= size:
+            return
+        # the bound came before the range's end (an index that no longer matches the
+        # file): read on to the end of the file rather than miss a row
+        bound = size
 
 
 def _as_dict(cols) -> dict:

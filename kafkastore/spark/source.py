@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafkastore.errors import ConfigError
-from kafkastore.spark.layout import PartitionLayout
+from kafkastore.spark import layout as _layout
 from kafkastore.spark.options import (
     offsets_json,
     parse_offsets_json,
@@ -144,19 +144,39 @@ class KafkaStorePartition(InputPartition):
         self.offset_in = offset_in
 
 
-def _plan(opts, pushdown: Pushdown, starts=None, ends=None) -> list:
-    layouts = PartitionLayout.scan(opts.path)
-    ranges = resolve_ranges(opts, layouts, pushdown, starts=starts, ends=ends)
-    return [KafkaStorePartition(s, pushdown.ts_min, pushdown.offset_in)
-            for s in plan_splits(opts, layouts, ranges)]
+def _scan(opts) -> dict:
+    """The driver's one listing of the log directory (a path or a URI)."""
+    return _layout.scan(opts.path, opts.storage)
+
+
+def _close(layouts) -> None:
+    for view in layouts.values():
+        view.close()
+
+
+def _plan(opts, pushdown: Pushdown, starts=None, ends=None, layouts=None) -> list:
+    own = layouts is None
+    if own:
+        layouts = _scan(opts)
+    try:
+        ranges = resolve_ranges(opts, layouts, pushdown, starts=starts, ends=ends)
+        return [KafkaStorePartition(s, pushdown.ts_min, pushdown.offset_in)
+                for s in plan_splits(opts, layouts, ranges)]
+    finally:
+        if own:
+            _close(layouts)
 
 
 def _read(names, opts, partition) -> Iterator:
     split = getattr(partition, "value", None)
     if split is None:   # Spark's stand-in when partitions() planned nothing
         return iter(())
+    from kafkastore.storage import open_storage
+
+    # one client per worker process and store (open_storage caches remote ones)
+    storage, _ = open_storage(opts.path, opts.storage)
     return read_split(split, names, ts_min=partition.ts_min, offset_in=partition.offset_in,
-                      batch_rows=opts.batch_rows)
+                      batch_rows=opts.batch_rows, storage=storage)
 
 
 class KafkaStoreReader(DataSourceReader):
@@ -242,9 +262,15 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.names = names
         self._pinned: dict | None = None
         self._available: dict | None = None   # the LEOs latestOffset last saw
+        self._listing: dict | None = None     # the views latestOffset listed
 
     def _layouts(self):
-        return PartitionLayout.scan(self.opts.path)
+        # one listing per micro-batch: latestOffset lists, and partitions() plans the
+        # same micro-batch from that listing
+        if self._listing is not None:
+            _close(self._listing)
+        self._listing = _scan(self.opts)
+        return self._listing
 
     def _leos(self, layouts) -> dict:
         return {tp: layouts[tp].log_end_offset
@@ -296,7 +322,10 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def partitions(self, start: dict, end: dict):
         starts = {TopicPartition(*k): v for k, v in parse_offsets_json(start).items()}
         ends = {TopicPartition(*k): v for k, v in parse_offsets_json(end).items()}
-        return _plan(self.opts, Pushdown(), starts=starts, ends=ends)
+        listing = self._listing
+        if listing is None or any(tp not in listing for tp in ends):
+            listing = self._layouts()   # a restarted query's first batch: list now
+        return _plan(self.opts, Pushdown(), starts=starts, ends=ends, layouts=listing)
 
     def read(self, partition):
         return _read(self.names, self.opts, partition)
@@ -305,7 +334,10 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """Nothing to do: the query's checkpoint holds the offsets."""
 
     def stop(self) -> None:
-        """Nothing is held open between calls."""
+        """Close the views of the last listing."""
+        if self._listing is not None:
+            _close(self._listing)
+            self._listing = None
 
 
 class KafkaStoreCommit(WriterCommitMessage):
