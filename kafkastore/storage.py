@@ -106,8 +106,8 @@ SEAM_OPTIONS = {"retry_attempts": int, "retry_base_delay_ms": int, "retry_max_de
 # the AWS/GCS/Azure SDKs give (their error types are all OSError): server errors,
 # throttling, timeouts and connections that dropped or delivered part of a body.
 _TRANSIENT = re.compile(
-    r"\b5\d\d\b|slow ?down|slow_down|throttl|too many requests|\b429\b|"
-    r"service ?unavailable|internal ?error|try again|timed? ?out|timeout|"
+    r"\b5\d\d\b|slow[ _]?down|throttl|too many requests|\b429\b|"
+    r"service[ _]?unavailable|internal[ _]?(error|failure)|try again|timed? ?out|timeout|"
     r"connection|reset by peer|broken pipe|partial file|transferred a partial|"
     r"curl|network|unexpected (eof|end)|premature|incomplete|socket|temporar",
     re.IGNORECASE)

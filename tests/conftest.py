@@ -194,3 +194,16 @@ def s3_server():
         from kafkastore import storage
 
         storage.clear_cache()
+
+
+@pytest.fixture
+def fault_proxy(s3_server):
+    """A fault-injecting HTTP proxy on 127.0.0.1 in front of ``s3_server``
+    (tests/_faultproxy.py); ``fault_proxy.endpoint`` is its URL."""
+    from _faultproxy import start_fault_proxy
+
+    proxy, stop = start_fault_proxy(s3_server.endpoint)
+    try:
+        yield proxy
+    finally:
+        stop()
