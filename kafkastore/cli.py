@@ -9,6 +9,12 @@ its output. ``dump-log`` prints files as Kafka's ``kafka-dump-log.sh`` does
 benchmark suite's workloads beside the peers. ``kafkastore COMMAND --help`` shows each
 one's options and an example; ``docs/cli.rst`` describes them all.
 
+The read-only commands (``describe``, ``consume``, ``dump-log``, ``verify`` without
+``--repair``) also take URIs (``s3://bucket/prefix``, ``gs://``, ``abfs://``,
+``hdfs://``, ``file://``, fsspec schemes), with ``--storage-option NAME=VALUE`` for the
+store: :mod:`kafkastore._cli_uri` reads them through :mod:`kafkastore.storage` and
+prints through the same functions as the local code here, which plain paths keep.
+
 ``main(argv=None) -> int`` is the entry point, so the CLI can be driven from
 tests and from Python.
 """
@@ -86,6 +92,47 @@ def _log_dir(path: str) -> str:
     return path
 
 
+def _is_uri(path: str) -> bool:
+    """Whether a command's directory (or file) is a URI (``s3://...``, ``file://...``):
+    the read-only commands then read it through :mod:`kafkastore.storage`; a plain path
+    keeps the local code, unchanged."""
+    from kafkastore.storage import split_uri
+
+    return bool(split_uri(path)[0])
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--storage-option NAME=VALUE`` pairs as a dict (the store checks the names)."""
+    out: dict[str, str] = {}
+    for pair in getattr(args, "storage_option", None) or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--storage-option expects NAME=VALUE, not {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _open_storage(uri: str, options: dict[str, str]):
+    """:func:`kafkastore.storage.open_storage`, its refusals (an unknown option, a bad
+    value, a scheme nothing serves) as usage errors."""
+    from kafkastore.errors import ConfigError
+    from kafkastore.storage import open_storage
+
+    try:
+        return open_storage(uri, options)
+    except ConfigError as exc:
+        raise UsageError(f"--storage-option: {exc.message}" if exc.key != "path"
+                         else exc.message) from None
+
+
+def _check_local_storage_options(args: argparse.Namespace) -> None:
+    """A local directory takes only the seam's own options (the retry settings, which
+    it does not need): anything else is the same usage error as for a URI."""
+    options = _storage_options(args)
+    if options:
+        _open_storage(args.directory, options)
+
+
 def _partition_dirs(directory: str, topic: str | None = None):
     """``(TopicPartition, path)`` of the live partition directories of a log directory."""
     from kafkastore.log_dir import live_partition_dirs
@@ -107,26 +154,31 @@ def _scan_file(path: str, *, validate: bool = True, progress: _Progress | None =
     """Read a ``.log`` file read-only through a bounded buffer: ``(entries, valid_bytes,
     size, error)``, entries as ``(position, size, magic, base_offset, last_offset,
     max_timestamp)``."""
-    from kafkastore.file_records import read_chunks
-
     fd = os.open(path, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
-        entries, valid, error = [], 0, None
-        for start, _data, scan in read_chunks(lambda pos, n: os.pread(fd, n, pos), 0, size,
-                                              1 << 20, validate=validate):
-            rows = zip(scan.position.tolist(), scan.size.tolist(), scan.magic.tolist(),
-                       scan.base_offset.tolist(), scan.last_offset.tolist(),
-                       scan.max_timestamp.tolist())
-            entries.extend((start + p, *rest) for p, *rest in rows)
-            valid = start + scan.valid_bytes
-            if progress:
-                progress.advance(scan.valid_bytes)
-            if scan.error is not None:
-                error = scan.error
-        return entries, valid, size, error
+        return _scan(lambda pos, n: os.pread(fd, n, pos), os.fstat(fd).st_size,
+                     validate=validate, progress=progress)
     finally:
         os.close(fd)
+
+
+def _scan(read, size: int, *, validate: bool = True, progress: _Progress | None = None):
+    """:func:`_scan_file` of any file: ``read(position, n)`` gives its bytes (a local
+    ``pread``, or a :class:`~kafkastore.storage.RangeReader`'s ranged read)."""
+    from kafkastore.file_records import read_chunks
+
+    entries, valid, error = [], 0, None
+    for start, _data, scan in read_chunks(read, 0, size, 1 << 20, validate=validate):
+        rows = zip(scan.position.tolist(), scan.size.tolist(), scan.magic.tolist(),
+                   scan.base_offset.tolist(), scan.last_offset.tolist(),
+                   scan.max_timestamp.tolist())
+        entries.extend((start + p, *rest) for p, *rest in rows)
+        valid = start + scan.valid_bytes
+        if progress:
+            progress.advance(scan.valid_bytes)
+        if scan.error is not None:
+            error = scan.error
+    return entries, valid, size, error
 
 
 def _cmd_dump_log(args: argparse.Namespace) -> int:
@@ -135,6 +187,14 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
     files = [f for f in args.files.split(",") if f]
     if not files:
         raise UsageError("--files needs at least one file")
+    storage_options = _storage_options(args)
+    if storage_options:
+        # refuse an unknown or bad option before anything is dumped (once per scheme)
+        from kafkastore.storage import split_uri
+
+        firsts = {split_uri(f)[0]: f for f in reversed(files)}
+        for f in firsts.values():
+            _open_storage(f if split_uri(f)[0] else ".", storage_options)
     options = DumpOptions(
         print_data_log=args.print_data_log, deep_iteration=args.deep_iteration,
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
@@ -149,7 +209,8 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
         bar.advance(done - bar.done)
 
     try:
-        return dump_files(files, options, sys.stdout, sys.stderr, progress=progress)
+        return dump_files(files, options, sys.stdout, sys.stderr, progress=progress,
+                          storage_options=storage_options)
     finally:
         if bar is not None:
             bar.close()
@@ -197,39 +258,57 @@ def _cleanup_policies(args: argparse.Namespace, topics) -> tuple[dict, str | Non
 def _cmd_describe(args: argparse.Namespace) -> int:
     from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME
 
+    if _is_uri(args.directory):
+        from kafkastore._cli_uri import describe_uri
+
+        rows, note = describe_uri(args)
+        return _print_describe(args, rows, note)
+    _check_local_storage_options(args)
     rows = []
     # the metadata log is not a topic's partition: it is described by the note below
     partitions = [(tp, path) for tp, path in _partition_dirs(args.directory, args.topic)
                   if tp.topic != CLUSTER_METADATA_TOPIC_NAME]
     policies, note = _cleanup_policies(args, sorted({tp.topic for tp, _ in partitions}))
     for tp, path in partitions:
-        segments = _segment_paths(path)
+        segments = [(base, os.path.getsize(seg), seg) for base, seg in _segment_paths(path)]
         on_disk = sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)
                       if os.path.isfile(os.path.join(path, n)))
-        log_bytes = sum(os.path.getsize(seg) for _, seg in segments)
-        end, last_ts, invalid = None, None, 0
-        # the newest segments hold the end offset and the latest timestamp: read back
-        # from the last until one has data (every one with --scan-all)
-        for _base, seg in reversed(segments):
-            entries, valid, size, _err = _scan_file(seg, validate=False)
-            invalid += size - valid
-            if entries:
-                if end is None:
-                    end = entries[-1][4] + 1
-                stamps = [e[5] for e in entries if e[5] >= 0]
-                if stamps:
-                    last_ts = max(stamps) if last_ts is None else max(last_ts, max(stamps))
-            if end is not None and not args.scan_all:
-                break
-        start = segments[0][0] if segments else 0
-        # an empty active segment is named after the log end offset
-        end = max(end or 0, segments[-1][0]) if segments else 0
-        policy, source = policies[tp.topic]
-        rows.append({"topic": tp.topic, "partition": tp.partition, "segments": len(segments),
-                     "log_start_offset": start, "log_end_offset": end,
-                     "log_bytes": log_bytes, "bytes_on_disk": on_disk,
-                     "max_timestamp": last_ts, "invalid_tail_bytes": invalid,
-                     "cleanup_policy": policy, "cleanup_policy_source": source})
+        rows.append(_describe_row(args, tp, segments, on_disk, policies,
+                                  lambda seg: _scan_file(seg, validate=False)))
+    return _print_describe(args, rows, note)
+
+
+def _describe_row(args: argparse.Namespace, tp, segments, on_disk: int, policies,
+                  scan) -> dict:
+    """One partition's row of ``describe``: ``segments`` are ``(base offset, size,
+    file)`` in offset order, ``scan(file)`` is :func:`_scan` of one (local or not)."""
+    log_bytes = sum(size for _, size, _ in segments)
+    end, last_ts, invalid = None, None, 0
+    # the newest segments hold the end offset and the latest timestamp: read back
+    # from the last until one has data (every one with --scan-all)
+    for _base, _size, seg in reversed(segments):
+        entries, valid, size, _err = scan(seg)
+        invalid += size - valid
+        if entries:
+            if end is None:
+                end = entries[-1][4] + 1
+            stamps = [e[5] for e in entries if e[5] >= 0]
+            if stamps:
+                last_ts = max(stamps) if last_ts is None else max(last_ts, max(stamps))
+        if end is not None and not args.scan_all:
+            break
+    start = segments[0][0] if segments else 0
+    # an empty active segment is named after the log end offset
+    end = max(end or 0, segments[-1][0]) if segments else 0
+    policy, source = policies[tp.topic]
+    return {"topic": tp.topic, "partition": tp.partition, "segments": len(segments),
+            "log_start_offset": start, "log_end_offset": end,
+            "log_bytes": log_bytes, "bytes_on_disk": on_disk,
+            "max_timestamp": last_ts, "invalid_tail_bytes": invalid,
+            "cleanup_policy": policy, "cleanup_policy_source": source}
+
+
+def _print_describe(args: argparse.Namespace, rows: list[dict], note: str | None) -> int:
     if args.json:
         for row in rows:
             print(json.dumps(row))
@@ -357,10 +436,14 @@ def _flush_produce(manager, args, part: int, recs, sent) -> None:
 
 
 def _cmd_consume(args: argparse.Namespace) -> int:
-    from kafkastore.log import EARLIEST_TIMESTAMP
     from kafkastore.topic import validate_topic
 
     validate_topic(args.topic)
+    if _is_uri(args.directory):
+        from kafkastore._cli_uri import consume_uri
+
+        return consume_uri(args)
+    _check_local_storage_options(args)
     parts = [(tp, path) for tp, path in _partition_dirs(args.directory, args.topic)
              if args.partition is None or tp.partition == args.partition]
     if not parts:
@@ -369,32 +452,41 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     remaining = args.max_records
     with _manager(args) as manager:
         for tp, _path in parts:
-            log = manager.get(tp.topic, tp.partition)
-            if args.offset is not None:
-                start = max(args.offset, log.log_start_offset)
-            elif args.timestamp is not None:
-                found = log.offset_for_timestamp(args.timestamp)
-                start = log.log_end_offset if found is None else found.offset
-            elif args.last is not None:
-                start = max(log.log_end_offset - args.last, log.log_start_offset)
-            else:
-                found = log.offset_for_timestamp(EARLIEST_TIMESTAMP)
-                start = found.offset if found is not None else log.log_start_offset
-            offset = start
-            while offset < log.log_end_offset and (remaining is None or remaining > 0):
-                batches = list(log.read(offset, 1 << 20).batches(validate=True))
-                if not batches:
-                    break
-                for batch in batches:
-                    if not batch.is_control:
-                        for r in batch:
-                            if r.offset < offset or (remaining is not None and remaining <= 0):
-                                continue
-                            _print_record(tp, r, args)
-                            if remaining is not None:
-                                remaining -= 1
-                    offset = max(offset, batch.last_offset + 1)
+            remaining = _consume_log(args, tp, manager.get(tp.topic, tp.partition), remaining)
     return EXIT_OK
+
+
+def _consume_log(args: argparse.Namespace, tp, log, remaining: int | None) -> int | None:
+    """Print the records of one partition's log as ``consume`` asks; the records still
+    to print (None: no limit). ``log`` is a :class:`~kafkastore.log.Log` or a
+    :class:`~kafkastore.log_view.ReadOnlyLog` (the same read and search API)."""
+    from kafkastore.log import EARLIEST_TIMESTAMP
+
+    if args.offset is not None:
+        start = max(args.offset, log.log_start_offset)
+    elif args.timestamp is not None:
+        found = log.offset_for_timestamp(args.timestamp)
+        start = log.log_end_offset if found is None else found.offset
+    elif args.last is not None:
+        start = max(log.log_end_offset - args.last, log.log_start_offset)
+    else:
+        found = log.offset_for_timestamp(EARLIEST_TIMESTAMP)
+        start = found.offset if found is not None else log.log_start_offset
+    offset = start
+    while offset < log.log_end_offset and (remaining is None or remaining > 0):
+        batches = list(log.read(offset, 1 << 20).batches(validate=True))
+        if not batches:
+            break
+        for batch in batches:
+            if not batch.is_control:
+                for r in batch:
+                    if r.offset < offset or (remaining is not None and remaining <= 0):
+                        continue
+                    _print_record(tp, r, args)
+                    if remaining is not None:
+                        remaining -= 1
+            offset = max(offset, batch.last_offset + 1)
+    return remaining
 
 
 def _text(b) -> str | None:
@@ -424,6 +516,15 @@ def _print_record(tp, r, args) -> None:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from kafkastore.index import OffsetIndex, TimeIndex
 
+    if _is_uri(args.directory):
+        if args.repair:
+            raise UsageError(f"--repair needs a local directory: it rewrites the files "
+                             f"(truncates, rebuilds indexes), which {args.directory} is "
+                             "not; verify it without --repair, or repair a local copy")
+        from kafkastore._cli_uri import verify_uri
+
+        return verify_uri(args)
+    _check_local_storage_options(args)
     partitions = _partition_dirs(args.directory, args.topic)
     total = sum(os.path.getsize(seg) for _, path in partitions
                 for _, seg in _segment_paths(path))
@@ -711,12 +812,22 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a topic setting for the logs, Kafka's name (repeatable)")
 
+    def storage_option(p):
+        p.add_argument("--storage-option", action="append", metavar="NAME=VALUE",
+                       help="a setting of the object store a URI names, pyarrow's name "
+                       "(endpoint_override, region, access_key, ...; repeatable); "
+                       "credentials otherwise come from the environment")
+
+    uri_help = ("a log directory (holds <topic>-<partition> directories): a path or a "
+                "URI (s3://bucket/prefix, gs://, abfs://, hdfs://, file://, any fsspec "
+                "scheme)")
+
     p = command("dump-log", "print segment, offset index and time index files as Kafka's "
                 "kafka-dump-log.sh does (same lines, same problem reports)",
                 "kafkastore dump-log --files 00000000000000000000.log --deep-iteration "
                 "--print-data-log", _cmd_dump_log)
     p.add_argument("--files", required=True, help="comma-separated .log/.index/.timeindex "
-                   "files, dumped in order")
+                   "files, dumped in order: paths or URIs (s3://bucket/t-0/...log)")
     p.add_argument("--print-data-log", "--print-data-logs", dest="print_data_log",
                    action="store_true", help="print keys and values (implies "
                    "--deep-iteration)")
@@ -731,11 +842,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-record-metadata", action="store_true")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per batch, record, index entry and problem")
+    storage_option(p)
 
     p = command("describe", "list the partitions of a log directory: segments, offsets, "
                 "sizes, newest timestamp, cleanup policy",
                 "kafkastore describe /var/lib/kafka/data --topic orders", _cmd_describe)
-    p.add_argument("directory", help="a log directory (holds <topic>-<partition> directories)")
+    p.add_argument("directory", help=uri_help)
     p.add_argument("--topic", help="only this topic")
     p.add_argument("--scan-all", action="store_true",
                    help="read every segment, not only the last (slower)")
@@ -744,6 +856,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    "directory: a log directory holding __cluster_metadata-0, or that "
                    "directory; topic configs (cleanup.policy) are read from it")
     config_option(p)
+    storage_option(p)
 
     p = command("produce", "append lines (or JSON lines) from stdin or a file to a topic",
                 "printf 'k1:v1\\nk2:v2\\n' | kafkastore produce ./logs orders "
@@ -765,7 +878,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = command("consume", "print the records of a topic",
                 "kafkastore consume ./logs orders --from-beginning --max-records 10 "
                 "--print-key", _cmd_consume)
-    p.add_argument("directory")
+    p.add_argument("directory", help=uri_help)
     p.add_argument("topic")
     p.add_argument("--partition", type=int)
     where = p.add_mutually_exclusive_group()
@@ -780,16 +893,18 @@ def _build_parser() -> argparse.ArgumentParser:
     for flag in ("key", "headers", "timestamp", "offset"):
         p.add_argument(f"--print-{flag}", action="store_true")
     config_option(p)
+    storage_option(p)
 
     p = command("verify", "check every segment and index of a log directory without "
                 "changing anything (--repair: recover what is broken)",
                 "kafkastore verify ./logs --repair", _cmd_verify)
-    p.add_argument("directory")
+    p.add_argument("directory", help=uri_help)
     p.add_argument("--topic")
     p.add_argument("--repair", action="store_true",
                    help="run crash recovery on the partitions (truncates a bad tail, "
-                   "rebuilds indexes) and report what went")
+                   "rebuilds indexes) and report what went; a local directory only")
     config_option(p)
+    storage_option(p)
 
     p = command("compact", "compact the logs of a directory now (Kafka's log cleaner)",
                 "kafkastore compact ./logs --topic users", _cmd_compact)

@@ -74,6 +74,16 @@ A ``.log`` is read entry by entry with ``pread`` (the walk reads headers in 8 Ki
 then each entry is read on its own), never whole; only one entry, or one decompressed
 payload, is in memory at a time.
 
+Files given as URIs
+-------------------
+A file given as a URI (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ``file://``, any
+fsspec scheme) is read through :mod:`kafkastore.storage`: the ``.log`` with the same
+walk, as ranged reads (:class:`~kafkastore.file_records.StorageRecords`), the indexes
+whole (they are small) through :class:`~kafkastore.index.OffsetIndexView` and
+``TimeIndexView``. The same code parses and prints both, so the output is a local
+file's but for the names: a URI is printed as given, and stands for its own absolute
+path in the problem reports.
+
 JSON output (``json=True``)
 ---------------------------
 One JSON object per line on ``out``, instead of Kafka's text (``err`` still gets the error
@@ -225,13 +235,17 @@ ProgressCallback = Callable[[int, int], None]
 
 
 def dump_files(files: list[str], options: DumpOptions, out: TextIO, err: TextIO, *,
-               progress: ProgressCallback | None = None) -> int:
+               progress: ProgressCallback | None = None,
+               storage_options: dict[str, str] | None = None) -> int:
     """Dump ``files`` as ``kafka-dump-log.sh --files`` does; return the exit code.
 
     Parameters
     ----------
     files : list of str
-        Paths, dumped in this order.
+        Paths or URIs (``s3://bucket/t-0/00000000000000000000.log``, ``file://``, any
+        scheme :func:`kafkastore.storage.open_storage` serves), dumped in this order.
+        A URI's ``.log`` is read with ranged reads, its indexes whole; its lines are a
+        local file's, but for the name, printed as given.
     options : DumpOptions
     out, err : text streams
         Kafka's stdout and stderr.
@@ -239,6 +253,10 @@ def dump_files(files: list[str], options: DumpOptions, out: TextIO, err: TextIO,
         ``progress(done_bytes, total_bytes)``, called as the dump goes (about every
         256 KiB, and after each file). ``total_bytes`` is the bytes to read: each
         ``.log`` up to ``max_bytes``, each ``.index``/``.timeindex`` file.
+    storage_options : dict, optional
+        Options of the store the URIs name (:data:`kafkastore.storage.OPTIONS`: an
+        endpoint, a region, credentials); an unknown name raises
+        :class:`~kafkastore.errors.ConfigError` when the first URI is opened.
 
     Returns
     -------
@@ -247,7 +265,7 @@ def dump_files(files: list[str], options: DumpOptions, out: TextIO, err: TextIO,
     """
     emitter: _Emitter = _JsonEmitter(out, err) if options.json else _TextEmitter(out, err)
     try:
-        return _Dumper(options, emitter, progress).run(list(files))
+        return _Dumper(options, emitter, progress, storage_options).run(list(files))
     except _OutputFailed as exc:
         raise exc.__cause__ from None
 
@@ -985,10 +1003,183 @@ def _stat_size(path: str) -> int:
         return 0
 
 
+class _LocalFiles:
+    """Where a plain path's bytes come from: the local file system, as Kafka reads it
+    (``pread`` on the ``.log``, the indexes mapped read-only), and how its names print
+    (``java.io.File``'s normalisation, absolute paths in the problem reports)."""
+
+    display = staticmethod(_java_path)
+    absolute = staticmethod(_java_abs)
+    size = staticmethod(_stat_size)
+
+    @staticmethod
+    def open_log(path: str, limit: int | None = None) -> FileRecords:
+        return _open_log(path)
+
+    @staticmethod
+    def sibling(file: str, name: str) -> str:
+        return _java_join(_java_parent(file), name)
+
+    @staticmethod
+    def offset_index(file: str, base: int) -> OffsetIndex:
+        return OffsetIndex(file, base, writable=False)
+
+    @staticmethod
+    def time_index(file: str, base: int) -> TimeIndex:
+        return TimeIndex(file, base, writable=False)
+
+    @staticmethod
+    def entries(index) -> int:
+        return index.entries
+
+    @staticmethod
+    def close_index(index) -> None:
+        index.close_handler()
+
+
+class _ReadAhead:
+    """A :class:`~kafkastore.storage.RangeReader` with a bounded read-ahead, for the
+    dump's sequential walk: a read that misses fetches ``block`` bytes from its position
+    (never past ``limit``, the part of the file the dump reads), so the walk's 8 KiB
+    header windows and each batch's own read come out of one ranged GET per MiB, not one
+    request each. Reads of a block or more go straight to the reader. At most one block
+    is held. One thread at a time, as the reader."""
+
+    __slots__ = ("_reader", "path", "size", "_limit", "_block", "_start", "_buf")
+
+    def __init__(self, reader, limit: int | None = None, block: int = 1 << 20) -> None:
+        self._reader = reader
+        self.path = reader.path
+        self.size = reader.size
+        self._limit = reader.size if limit is None else min(limit, reader.size)
+        self._block = block
+        self._start = 0
+        self._buf = b""
+
+    def read(self, position: int, size: int) -> bytes:
+        end = min(position + size, self.size)
+        if position < 0 or position >= end:
+            return b""
+        start = self._start
+        if start <= position and end <= start + len(self._buf):
+            return self._buf[position - start:end - start]
+        if end - position >= self._block:
+            return self._reader.read(position, end - position)
+        ahead = max(end, min(position + self._block, self._limit))
+        self._buf = self._reader.read(position, ahead - position)
+        self._start = position
+        return self._buf[:end - position]
+
+    def close(self) -> None:
+        self._buf = b""
+        self._reader.close()
+
+
+class _StorageFiles:
+    """Where a URI's bytes come from (``s3://``, ``gs://``, ``memory://``, ``file://``
+    ...): :mod:`kafkastore.storage`. The ``.log`` is read through
+    :class:`~kafkastore.file_records.StorageRecords` (ranged reads of what the dump
+    walks, through a 1 MiB read-ahead, never a download of the file); an index, a few MiB at most, is read whole
+    and searched through :class:`~kafkastore.index.OffsetIndexView` /
+    ``TimeIndexView``, the read-only twins of the mapped indexes. Everything the dump
+    parses goes through the same :class:`_Dumper` code as a local file, so the output is
+    the same but for the names: a URI prints as it was given, and is its own absolute
+    path.
+
+    One storage is opened per directory (the URI up to its last ``/``), with the
+    ``options`` given (:func:`kafkastore.storage.open_storage`).
+    """
+
+    def __init__(self, options) -> None:
+        self.options = dict(options or {})
+        self._dirs: dict[str, tuple] = {}
+
+    @staticmethod
+    def display(uri: str) -> str:
+        return uri
+
+    @staticmethod
+    def absolute(uri: str) -> str:
+        return uri
+
+    @staticmethod
+    def sibling(uri: str, name: str) -> str:
+        return uri.rsplit("/", 1)[0] + "/" + name
+
+    def _resolve(self, uri: str):
+        """``(storage, path)`` of ``uri``."""
+        from kafkastore.storage import open_storage
+
+        parent, _, name = uri.rpartition("/")
+        hit = self._dirs.get(parent)
+        if hit is None:
+            storage, path = open_storage(uri, self.options)
+            hit = self._dirs[parent] = (storage, storage.dirname(path))
+        storage, directory = hit
+        return storage, storage.join(directory, name)
+
+    @staticmethod
+    def _missing(uri: str) -> FileNotFoundError:
+        # worded as a local file's: the dump's lines differ only in the names
+        import errno
+
+        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), uri)
+
+    def size(self, uri: str) -> int:
+        try:
+            storage, path = self._resolve(uri)
+            return storage.size(path)
+        except (KafkaStoreError, OSError):
+            return 0
+
+    def open_log(self, uri: str, limit: int | None = None) -> FileRecords:
+        from kafkastore.errors import StorageFileNotFoundError
+        from kafkastore.file_records import StorageRecords
+
+        storage, path = self._resolve(uri)
+        try:
+            reader = storage.open(path)
+        except StorageFileNotFoundError:
+            raise self._missing(uri) from None
+        return StorageRecords(_ReadAhead(reader, limit), uri)
+
+    def _index_bytes(self, uri: str) -> bytes:
+        storage, path = self._resolve(uri)
+        data = storage.read_file(path)
+        if data is None:
+            raise self._missing(uri)
+        return data
+
+    def offset_index(self, uri: str, base: int):
+        from kafkastore.index import OffsetIndexView
+
+        # trusted: every whole entry, as the local file's mapped index counts them (the
+        # dump shows a crash's zero padding, and its checks report it)
+        return OffsetIndexView(self._index_bytes(uri), base, uri, trusted=True)
+
+    def time_index(self, uri: str, base: int):
+        from kafkastore.index import TimeIndexView
+
+        return TimeIndexView(self._index_bytes(uri), base, uri, trusted=True)
+
+    @staticmethod
+    def entries(index) -> int:
+        return index.entries
+
+    @staticmethod
+    def close_index(index) -> None:
+        """A view holds bytes, nothing to release."""
+
+
 class _Dumper:
     def __init__(self, options: DumpOptions, emitter: _Emitter,
-                 progress: ProgressCallback | None) -> None:
+                 progress: ProgressCallback | None, storage_options=None) -> None:
         self.opts = options
+        self._local = _LocalFiles()
+        self._remote: _StorageFiles | None = None
+        self._storage_options = storage_options
+        self.src = self._local   # where the file being dumped (and its siblings) are read
+        self._sizes: dict[str, int] = {}
         self.deep = options.deep_iteration or options.print_data_log
         self.emit = emitter
         self.reports = _Reports()
@@ -1006,14 +1197,26 @@ class _Dumper:
             self._reported = self.done
             self.progress(min(self.done, self.total), self.total)
 
+    def _source(self, arg: str):
+        """The local file system for a plain path, the storage seam for a URI."""
+        from kafkastore.storage import split_uri
+
+        if not split_uri(arg)[0]:
+            return self._local
+        if self._remote is None:
+            self._remote = _StorageFiles(self._storage_options)
+        return self._remote
+
     def _work(self, path: str) -> int:
         kind = _KINDS.get(os.path.splitext(path)[1])
+        if kind not in ("log", "snapshot", "offset_index", "time_index"):
+            return 0
+        size = self._sizes.get(path)
+        if size is None:   # asked twice per file: once a request is enough for a URI
+            size = self._sizes[path] = self._source(path).size(path)
         if kind in ("log", "snapshot"):
-            size = _stat_size(path)
             return size if self.opts.max_bytes is None else min(size, self.opts.max_bytes)
-        if kind in ("offset_index", "time_index"):
-            return _stat_size(path)
-        return 0
+        return size
 
     # the run
 
@@ -1027,7 +1230,8 @@ class _Dumper:
                 return EXIT_USAGE
         self.total = sum(self._work(f) for f in files)
         for arg in files:
-            file = _java_path(arg)
+            self.src = self._source(arg)
+            file = self.src.display(arg)
             name = file.rsplit("/", 1)[-1]
             dot = name.rfind(".")
             kind = _KINDS.get(name[dot:]) if dot >= 0 else None
@@ -1066,14 +1270,14 @@ class _Dumper:
             if snapshot is None or snapshot[0] > _INT64_MAX or snapshot[1] > _INT32_MAX:
                 raise KafkaStoreError(f"not a snapshot file name: {name}", path=file)
             self.emit.snapshot_start(file, *snapshot)
-        fr = _open_log(file)
+        fr = self.src.open_log(file, self.opts.max_bytes)
         try:
             max_bytes = self.opts.max_bytes
             limit = fr.size if max_bytes is None else min(fr.size, max_bytes)
             valid = 0
             batches = 0
             last_offset = -1
-            abs_path = _java_abs(file)
+            abs_path = self.src.absolute(file)
             for h in fr.walk(0, limit):
                 shown, batch = self._entry(fr, h, self.deep)
                 self.emit.batch(file, shown, valid)
@@ -1239,25 +1443,27 @@ class _Dumper:
     def _index_paths(self, file: str, name: str) -> tuple[int, str, str]:
         prefix = name.split(".")[0]
         base = _parse_long(prefix, file)
-        parent = _java_parent(file)
-        return base, _java_join(parent, prefix + ".log"), _java_join(parent, prefix + ".index")
+        sibling = self.src.sibling
+        return base, sibling(file, prefix + ".log"), sibling(file, prefix + ".index")
 
     def _dump_index(self, file: str, name: str) -> None:
         base, log_path, _ = self._index_paths(file, name)
-        fr = _open_log(log_path)
+        src = self.src
+        fr = src.open_log(log_path)
         index = None
         try:
-            index = OffsetIndex(file, base, writable=False)
-            if index.entries == 0:
+            index = src.offset_index(file, base)
+            entries = src.entries(index)
+            if entries == 0:
                 self.emit.index_empty(file)
                 return
             if self.opts.index_sanity_check:
-                index.sanity_check()
+                index.sanity_check(full=False)
                 self.emit.sanity_passed(file)
                 return
-            abs_path = _java_abs(file)
+            abs_path = src.absolute(file)
             max_message_size = self.opts.max_message_size
-            for i in range(index.entries):
+            for i in range(entries):
                 offset, position = index.entry(i)
                 if offset == base and i > 0:
                     return   # zero padding of an index a crash left untrimmed
@@ -1269,7 +1475,7 @@ class _Dumper:
                 self._advance(8)
         finally:
             if index is not None:
-                index.close_handler()
+                src.close_index(index)
             fr.close_handlers()
 
     def _first_last_offset(self, fr: FileRecords, position: int, size: int, slot: int,
@@ -1299,19 +1505,20 @@ class _Dumper:
 
     def _dump_time_index(self, file: str, name: str) -> None:
         base, log_path, index_path = self._index_paths(file, name)
-        fr = _open_log(log_path)
+        src = self.src
+        fr = src.open_log(log_path)
         index = time_index = None
         try:
-            index = OffsetIndex(index_path, base, writable=False)
-            time_index = TimeIndex(file, base, writable=False)
+            index = src.offset_index(index_path, base)
+            time_index = src.time_index(file, base)
             if self.opts.index_sanity_check:
-                time_index.sanity_check()
+                time_index.sanity_check(full=False)
                 self.emit.sanity_passed(file)
                 return
-            abs_path = _java_abs(file)
+            abs_path = src.absolute(file)
             reports = self.reports
             prev_timestamp = -1
-            for i in range(time_index.entries):
+            for i in range(src.entries(time_index)):
                 timestamp, offset = time_index.entry(i)
                 if offset == base and i > 0:
                     return   # zero padding
@@ -1351,5 +1558,5 @@ class _Dumper:
         finally:
             for ix in (time_index, index):
                 if ix is not None:
-                    ix.close_handler()
+                    src.close_index(ix)
             fr.close_handlers()

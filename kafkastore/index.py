@@ -1019,6 +1019,9 @@ class _IndexView:
                     break
         return n
 
+    def __len__(self) -> int:
+        return self._entries
+
     def close(self) -> None:
         """Drop the bytes (lookups then raise :class:`IndexClosedError`)."""
         self._view = None
