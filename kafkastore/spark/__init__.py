@@ -31,11 +31,75 @@ def register(spark: Any) -> None:
     Without this call Spark still finds the format through the ``pyspark_kafkastore``
     module, but reads fail until ``spark.sql.python.filterPushdown.enabled`` is true
     (or the read sets the option ``pushdown`` to ``false``).
+
+    The Python that runs the source (the driver's planning worker and the executors'
+    readers) is the one the registration names. pyspark takes it from
+    ``PYSPARK_PYTHON`` as it was when the SparkContext started, else ``python3`` on the
+    PATH, and ignores ``spark.pyspark.python``; so a session configured with
+    ``spark.pyspark.python`` planned its reads in another Python and failed with
+    ``ModuleNotFoundError: No module named 'kafkastore'``. Here
+    ``spark.pyspark.python`` (``spark.pyspark.driver.python`` for the driver's
+    worker, when set) is honoured, and a Python on this machine that cannot import
+    kafkastore is refused with a :class:`~kafkastore.errors.ConfigError` that names
+    it and says how to choose another (see ``docs/cluster.rst``). Spark Connect
+    sessions are left to the server.
     """
     from kafkastore.spark.source import KafkaStoreDataSource
 
+    _choose_python(spark)
     spark.dataSource.register(KafkaStoreDataSource)
     spark.conf.set(PUSHDOWN_CONF, "true")
+
+
+def _choose_python(spark: Any) -> None:
+    sc = getattr(spark, "sparkContext", None)
+    try:
+        exec_ = sc.pythonExec if sc is not None else None
+    except Exception:   # a Connect session has no SparkContext
+        return
+    if exec_ is None:
+        return
+    conf = sc.getConf()
+    chosen = conf.get("spark.pyspark.python") or None
+    if chosen and chosen != exec_:
+        sc.pythonExec = exec_ = chosen
+    _check_python(exec_, configured=chosen is not None)
+
+
+def _check_python(exec_: str, *, configured: bool) -> None:
+    """Raise ConfigError if ``exec_`` exists here and cannot import kafkastore."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from kafkastore.errors import ConfigError
+
+    path = shutil.which(exec_) if not os.path.isabs(exec_) else exec_
+    if path is None or not os.path.exists(path):
+        return   # a path valid only on the executors (a shipped archive): not checkable
+    if os.path.abspath(path) == os.path.abspath(sys.executable):
+        return   # this very Python (not merely the same binary: venvs share theirs)
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('kafkastore') is None)"
+    try:
+        found = subprocess.run([path, "-c", probe], capture_output=True, timeout=60,
+                               check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        found = False
+    if found:
+        return
+    source = ("spark.pyspark.python" if configured else
+              "PYSPARK_PYTHON when the SparkContext started" if os.environ.get(
+                  "PYSPARK_PYTHON") else
+              "pyspark's default, as PYSPARK_PYTHON was not set when the SparkContext "
+              "started")
+    raise ConfigError(
+        f"kafkastore is not installed in the Python that Spark would run the kafkastore "
+        f"source in: {exec_} ({path}; {source}). Install kafkastore there, or choose a "
+        f"Python that has it: export PYSPARK_PYTHON={sys.executable} before starting "
+        f"the driver, or set spark.pyspark.python (on a cluster: a Python with "
+        f"kafkastore on every node, or a packed environment through spark.archives; "
+        f"see docs/cluster.rst)", key="spark.pyspark.python", value=exec_)
 
 
 def __getattr__(name: str) -> Any:

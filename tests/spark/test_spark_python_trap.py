@@ -1,0 +1,88 @@
+"""The PYSPARK_PYTHON trap (issue 17): a driver whose SparkContext started without
+``PYSPARK_PYTHON``, with ``python3`` on the PATH being a Python without kafkastore.
+
+Before: ``spark.pyspark.python`` named a Python with kafkastore, yet the driver's
+planning worker ran ``python3`` and the read failed with ``ModuleNotFoundError: No
+module named 'kafkastore'``. Now ``register`` honours ``spark.pyspark.python``, and with
+nothing configured it refuses, naming the Python that lacks kafkastore and the fix.
+
+Each case is a driver of its own (a subprocess: the environment a SparkContext starts
+with is the point), loopback only, local[1].
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+
+import pytest
+
+from kafkastore.manager import LogManager
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession
+    builder = (SparkSession.builder.master("local[1]").appName("trap")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1"))
+    if sys.argv[2] == "configured":
+        builder = builder.config("spark.pyspark.python", sys.executable)
+    spark = builder.getOrCreate()
+    import kafkastore.spark
+    out = {}
+    try:
+        kafkastore.spark.register(spark)
+        out["rows"] = spark.read.format("kafkastore").option("subscribe", "t") \\
+            .load(sys.argv[1]).count()
+    except Exception as exc:
+        out["error"] = type(exc).__name__ + ": " + str(exc)
+    spark.stop()
+    print("RESULT " + json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory):
+    """A ``python3`` without kafkastore, first on the PATH."""
+    where = tmp_path_factory.mktemp("bare")
+    venv.create(where, with_pip=False, symlinks=True)
+    return where / "bin"
+
+
+def _drive(tmp_path, bare_bin, mode):
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+    root = tmp_path / "logs"
+    with LogManager(str(root), background=False) as m:
+        m.get_or_create("t", 0).append([(b"k", b"v%d" % i) for i in range(17)])
+    script = tmp_path / "driver.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME",
+                        "PYTHONPATH")}   # a user's shell: kafkastore only where installed
+    env["PATH"] = f"{bare_bin}{os.pathsep}{env.get('PATH', '')}"
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    proc = subprocess.run([sys.executable, str(script), str(root), mode], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_spark_pyspark_python_is_honoured(spark, tmp_path, bare_python):
+    # the session fixture proves Java and pyspark are here; this driver is its own
+    assert _drive(tmp_path, bare_python, "configured") == {"rows": 17}
+
+
+def test_a_python_without_kafkastore_is_named(spark, tmp_path, bare_python):
+    out = _drive(tmp_path, bare_python, "default")
+    err = out.get("error", "")
+    assert err.startswith("ConfigError: kafkastore is not installed in the Python that "
+                          "Spark would run the kafkastore source in: python3 ("), out
+    assert str(bare_python / "python3") in err
+    assert f"export PYSPARK_PYTHON={sys.executable}" in err and "spark.pyspark.python" in err
+    assert "ModuleNotFoundError" not in err
