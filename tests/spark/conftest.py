@@ -80,3 +80,17 @@ def spark():
     yield session
     session.stop()
     shutil.rmtree(warehouse, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(spark):
+    """A Spark standalone cluster (tests/spark/_cluster.py): a master and two workers,
+    separate JVMs from the installed pyspark, loopback only; stopped and removed at the
+    end. Needs what ``spark`` needs (it skips the same way)."""
+    from _cluster import start_cluster
+
+    c = start_cluster(workers=2)
+    try:
+        yield c
+    finally:
+        c.stop()
