@@ -52,10 +52,10 @@ def register(spark: Any) -> None:
 
 
 def _choose_python(spark: Any) -> None:
-    sc = getattr(spark, "sparkContext", None)
     try:
-        exec_ = sc.pythonExec if sc is not None else None
-    except Exception:   # a Connect session has no SparkContext
+        sc = spark.sparkContext
+        exec_ = sc.pythonExec
+    except Exception:   # a Connect session has no SparkContext: the server chooses
         return
     if exec_ is None:
         return
