@@ -45,6 +45,7 @@ _CHUNK = 8 << 20
 _UNKNOWN = -(1 << 62)   # "the entry before is unknown": its successor may start anywhere
 _HEADERS = ({}, {"headers": True})
 _I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
 _MS_LIMIT = (1 << 63) // 1000
 
 
@@ -117,16 +118,20 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
                 yield batch
 
 
-def _verified_start(reader, sl: SegmentSlice) -> int:
-    """``sl.position`` if the entry there is the one the index promised, else 0.
+def _verified_start(reader, sl: SegmentSlice) -> tuple[int, int]:
+    """Where to start reading ``sl``, and the last offset before that (or
+    ``_UNKNOWN``).
 
-    An index entry holds the last offset of the batch at its position (for a
-    legacy entry, the offset field itself). If the segment was replaced since
-    planning (the cleaner swaps in a file with the same name), the position no
-    longer holds that batch, and the slice is read from the start of the file.
+    ``sl.position`` if the entry there is the one the index promised, else 0: an index
+    entry holds the last offset of the batch at its position (for a legacy entry, the
+    offset field itself), and if the segment was replaced since planning (the cleaner
+    swaps in a file with the same name), the position no longer holds that batch, and
+    the slice is read from the start of the file. When the promised batch ends before
+    the slice's first offset (the index's floor is the batch before it), it is skipped
+    by its header: on an object store that saves fetching a whole batch for nothing.
     """
     if sl.position == 0 or sl.expect_last < 0:
-        return sl.position
+        return sl.position, _UNKNOWN
     head = reader.read(sl.position, V2_HEADER.size) if sl.position < reader.size else b""
     if len(head) >= 17:
         if head[16] >= 2 and len(head) == V2_HEADER.size:
@@ -135,8 +140,11 @@ def _verified_start(reader, sl: SegmentSlice) -> int:
         else:
             last = _I64.unpack_from(head, 0)[0]   # a legacy entry's offset field
         if last == sl.expect_last:
-            return sl.position
-    return 0
+            size = 12 + _I32.unpack_from(head, 8)[0]   # offset, length: every magic
+            if last < sl.lo and size > 12 and sl.position + size <= reader.size:
+                return sl.position + size, last
+            return sl.position, _UNKNOWN
+    return 0, _UNKNOWN
 
 
 def _gone(storage, sl: SegmentSlice) -> StorageFileNotFoundError:
@@ -165,10 +173,10 @@ def _slice_columns(storage, sl: SegmentSlice, headers: bool, ts_min: int | None,
 def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | None,
                 chunk_size: int):
     size = reader.size
-    start = _verified_start(reader, sl)
+    start, prev_last = _verified_start(reader, sl)
     # the planned end bounds the ranged reads; it is an index position of the file that
     # was planned, so only trusted when the start was (a replaced file reads to its end)
-    bound = sl.end if 0 <= sl.end <= size and start == sl.position else size
+    bound = sl.end if 0 <= sl.end <= size and (start > 0 or sl.position == 0) else size
     local = storage.is_local
     buf = bytearray()
 
@@ -183,7 +191,6 @@ def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | 
         got = reader.readinto(memoryview(buf)[:n], position)
         return memoryview(buf)[:got]
 
-    prev_last = _UNKNOWN
     position = start
     while True:
         done = False
