@@ -7,7 +7,7 @@ writes keep their own seam (:mod:`kafkastore._fileio`); nothing here writes.
 
 URIs and what serves them (:func:`open_storage`):
 
-=====================================  ================================================
+======================================  ================================================
 ``/data/kafka`` or ``file:///data/..``  :class:`LocalStorage`: ``os.pread`` on a file
                                         opened read-only, never a mapping (a file that
                                         another process truncates cannot kill the reader)
@@ -17,7 +17,7 @@ URIs and what serves them (:func:`open_storage`):
 ``hdfs://`` (``viewfs://``)             ``pyarrow.fs.HadoopFileSystem`` (needs libhdfs)
 any other scheme                        an fsspec file system (``fsspec.filesystem``),
                                         through ``pyarrow.fs.PyFileSystem(FSSpecHandler)``
-=====================================  ================================================
+======================================  ================================================
 
 The remote ones are :class:`ArrowStorage`. Endpoints, regions and credentials come the
 standard ways (the AWS, Google and Azure environment variables and config files that

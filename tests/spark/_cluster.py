@@ -80,21 +80,6 @@ class Cluster:
         except OSError:
             return 0
 
-    def executor_pids(self, app_id: str) -> list[int]:
-        """The executor JVMs this cluster runs for ``app_id`` (from /proc)."""
-        out = []
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().decode("utf-8", "replace")
-            except OSError:
-                continue
-            if "CoarseGrainedExecutorBackend" in cmd and app_id in cmd:
-                out.append(int(pid))
-        return sorted(out)
-
     def driver(self, steps: list[dict], timeout: float = 900) -> list[dict]:
         """Run ``steps`` (tests/spark/_driver.py) in one application on this cluster;
         their results."""
@@ -125,7 +110,9 @@ class Cluster:
                 if stream is not None:
                     stream.close()
         # executors a worker launched die with it; make sure of it
-        for pid in self.executor_pids(""):
+        from _driver import executor_pids
+
+        for pid in executor_pids(""):
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     mine = f"SPARK_WORKER_DIR={self.root}".encode() in f.read()

@@ -70,6 +70,22 @@ def rows_of(df):
                    int(r["timestamp"].timestamp() * 1000)] for r in df.collect())
 
 
+def executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs running for ``app_id`` on this machine (from /proc)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if "CoarseGrainedExecutorBackend" in cmd and app_id in cmd:
+            out.append(int(pid))
+    return sorted(out)
+
+
 class Killer(threading.Thread):
     """Kill -9 one executor of ``app_id`` once a task has written a marker."""
 
@@ -83,18 +99,9 @@ class Killer(threading.Thread):
         while not os.listdir(self.markers) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)   # mid-task, not at its first row
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().decode("utf-8", "replace")
-            except OSError:
-                continue
-            if "CoarseGrainedExecutorBackend" in cmd and self.app_id in cmd:
-                os.kill(int(pid), signal.SIGKILL)
-                self.killed = int(pid)
-                return
+        for pid in executor_pids(self.app_id)[:1]:
+            os.kill(pid, signal.SIGKILL)
+            self.killed = pid
 
 
 def slow_udf(markers: str, delay: float):

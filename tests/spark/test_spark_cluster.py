@@ -12,7 +12,6 @@ back: nothing lost, nothing twice.
 
 from __future__ import annotations
 
-import base64
 import os
 
 import pytest
@@ -29,14 +28,10 @@ N_WRITE = 3000
 
 
 def _local_rows(spark, root, **options):
-    reader = spark.read.format("kafkastore")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return sorted([r["topic"], r["partition"], r["offset"],
-                   None if r["key"] is None else base64.b64encode(bytes(r["key"])).decode(),
-                   None if r["value"] is None else base64.b64encode(bytes(r["value"])).decode(),
-                   int(r["timestamp"].timestamp() * 1000)]
-                  for r in reader.load(root).collect())
+    """The local session's rows, as the other process reports its own (_driver.rows_of)."""
+    from _driver import rows_of
+
+    return rows_of(spark.read.format("kafkastore").options(**options).load(root))
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from S3; the rows equal the local session's.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import socket
@@ -24,23 +23,16 @@ import pytest
 from test_spark_source import T0, make_logs
 
 CLIENT = textwrap.dedent("""
-    import base64, json, sys
+    import json, sys
     from pyspark.sql import SparkSession
     import kafkastore.spark
+    from _driver import rows_of          # tests/spark is on PYTHONPATH (cluster_env)
 
     spec = json.loads(sys.argv[1])
     spark = SparkSession.builder.remote(spec["remote"]).getOrCreate()
     kafkastore.spark.register(spark)
-    out = []
-    for read in spec["reads"]:
-        reader = spark.read.format("kafkastore")
-        for k, v in read["options"].items():
-            reader = reader.option(k, v)
-        rows = reader.load(read["root"]).collect()
-        out.append(sorted([r["topic"], r["partition"], r["offset"],
-                           None if r["key"] is None else base64.b64encode(r["key"]).decode(),
-                           None if r["value"] is None else base64.b64encode(r["value"]).decode(),
-                           int(r["timestamp"].timestamp() * 1000)] for r in rows))
+    out = [rows_of(spark.read.format("kafkastore").options(**read["options"])
+                   .load(read["root"])) for read in spec["reads"]]
     spark.stop()
     print("RESULT " + json.dumps(out))
 """)
@@ -101,14 +93,10 @@ def connect_server(spark):
 
 
 def _local_rows(spark, root, **options):
-    reader = spark.read.format("kafkastore")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return sorted([r["topic"], r["partition"], r["offset"],
-                   None if r["key"] is None else base64.b64encode(bytes(r["key"])).decode(),
-                   None if r["value"] is None else base64.b64encode(bytes(r["value"])).decode(),
-                   int(r["timestamp"].timestamp() * 1000)]
-                  for r in reader.load(root).collect())
+    """The local session's rows, as the other process reports its own (_driver.rows_of)."""
+    from _driver import rows_of
+
+    return rows_of(spark.read.format("kafkastore").options(**options).load(root))
 
 
 def test_a_connect_client_reads_what_the_local_session_reads(spark, connect_server,
