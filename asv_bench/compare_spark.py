@@ -72,7 +72,7 @@ def make_data(root: str, n: int, partitions: int, seed: int = 1):
             for chunk in np.array_split(rows, max(1, len(rows) // 100_000)):
                 log.append_batches(encode_columns(
                     (koffs, keys, None), (voffs, values, None), max_batch_bytes=1_000_000,
-                    rows=chunk, timestamps=ts))
+                    rows=chunk, timestamps=ts, first_offset=None))
             k = pa.Array.from_buffers(pa.binary(), len(rows), [
                 None, pa.py_buffer(np.arange(0, (len(rows) + 1) * 16, 16, dtype=np.int32)),
                 pa.py_buffer(keys.reshape(-1, 16)[rows].tobytes())])

@@ -16,7 +16,6 @@ import os
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from typing import NamedTuple, NoReturn
 
@@ -24,6 +23,7 @@ import crc32c
 
 from kafkastore import _fileio
 from kafkastore._kernels import entry_walk
+from kafkastore.compression import validate_level
 from kafkastore.config import LogConfig
 from kafkastore.errors import (
     CorruptIndexError,
@@ -39,16 +39,13 @@ from kafkastore.errors import (
     UnsafePathError,
 )
 from kafkastore.file_records import LogSlice
-from kafkastore.compression import validate_level
 from kafkastore.records import (
     CompressionType,
     TimestampType,
-    encode_batch,
     encode_v2,
     iter_batches,
     scan_batches,
 )
-from kafkastore.storage import require_local_path
 from kafkastore.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -59,19 +56,22 @@ from kafkastore.segment import (
     TXN_INDEX_FILE_SUFFIX,
     LogSegment,
     TimestampAndOffset,
+    max_timestamp_record,
     offset_from_file_name,
     segment_file,
 )
+from kafkastore.storage import require_local_path
+from kafkastore.validator import LogValidator, check_produce_size, codec_level, split_produces
 
 __all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "Log",
     "LogAppendInfo",
-    "LATEST_TIMESTAMP",
-    "EARLIEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
-    "EARLIEST_LOCAL_TIMESTAMP",
-    "LATEST_TIERED_TIMESTAMP",
-    "CLEAN_SHUTDOWN_FILE",
 ]
 
 logger = logging.getLogger(__name__)
@@ -147,12 +147,6 @@ class LogAppendInfo(NamedTuple):
     num_batches: int
 
 
-class _Entry(NamedTuple):
-    data: object          # bytes-like of one whole entry
-    last_offset: int
-    max_timestamp: int
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -188,16 +182,7 @@ def _target_codec(config: LogConfig, compression) -> CompressionType:
     return CompressionType.parse(config.compression_type)
 
 
-def _codec_level(config: LogConfig, codec) -> int | None:
-    """``compression.<codec>.level`` for ``codec`` (None: the codec's default)."""
-    if codec == CompressionType.GZIP:
-        level = config.compression_gzip_level
-        return None if level == -1 else level
-    if codec == CompressionType.LZ4:
-        return config.compression_lz4_level
-    if codec == CompressionType.ZSTD:
-        return config.compression_zstd_level
-    return None
+_codec_level = codec_level
 
 
 class Log:
@@ -469,8 +454,9 @@ class Log:
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        # set together, so an append sees either the old pair or the new one
-        self._config, self._plan = config, _AppendPlan.of(config)
+        # set together, so an append sees either the old ones or the new ones
+        self._config, self._plan, self._validator = (config, _AppendPlan.of(config),
+                                                     LogValidator(config, self.dir))
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -570,6 +556,8 @@ class Log:
                 self._check_open()
             if not records:
                 return self._empty_info()
+            if self._validator.compacted:
+                self._validator.check_keys(records)
             now = self._time_ms()
             plan = self._plan
             attributes, level = plan.attributes, plan.level
@@ -595,26 +583,38 @@ class Log:
             size = len(data)
             self._check_batch_size(size, 0)
             try:
-                self._append_entries((_tuple_new(_Entry, (data, last, max_ts)),), first, size,
-                                     now)
+                self._append_set(data, first, last, max_ts, last, size, now)
             except OSError as exc:
                 _raise_storage_error(exc, "append", self.dir)
             return _tuple_new(LogAppendInfo, (first, last, max_ts, last,
                                               now if log_append else -1,
                                               self._log_start_offset, size, 1))
 
-    def append_batches(self, data, *, assign_offsets: bool = True) -> LogAppendInfo:
-        """Append batches encoded elsewhere (a producer's bytes), validated first.
+    def append_batches(self, data, *, assign_offsets: bool = True,
+                       leader_epoch: int | None = None) -> LogAppendInfo:
+        """Append batches encoded elsewhere (a producer's or a leader's bytes).
 
-        Every entry's size, structure and CRC are checked; an entry larger
-        than ``max.message.bytes`` is refused (leader mode only, as Kafka).
-        With ``assign_offsets`` (a leader) offsets are assigned from the log
-        end offset by patching each v2 batch's base offset (outside its
-        CRC) or each legacy message's offset; ``LogAppendTime`` logs stamp
-        the batch (and recompute its CRC). With ``assign_offsets=False`` (a
-        follower) the offsets in the bytes are kept: they must increase and
-        start at or above the log end offset. A partial entry at the end is
-        dropped, as Kafka trims a request to its valid bytes.
+        Every entry's size, structure and CRC are checked; a partial entry at the end
+        is dropped, as Kafka trims a request to its valid bytes.
+
+        With ``assign_offsets`` (a leader, Kafka's ``appendAsLeader``) the input is
+        taken as produce requests, one per v2 batch (a producer sends one per
+        partition), one per legacy compressed wrapper, one per run of uncompressed
+        legacy messages; all of one magic. Every produce is validated by
+        :class:`~kafkastore.validator.LogValidator` before any is written (base offset
+        0, count, no control batch, sequence, keys on a compacted topic, the timestamp
+        window, no producer-set LogAppendTime), gets offsets from the log end offset,
+        a max timestamp recomputed from its records (or the append time), and the
+        ``compression.type`` of the topic (recompressed when it differs from the
+        producer's; legacy input is up-converted to magic 2, as Kafka 3.0+ does);
+        then each is appended as Kafka appends one produce. ``leader_epoch``, when
+        given, is stamped into each batch as the partition leader epoch. An entry
+        larger than ``max.message.bytes`` is refused.
+
+        With ``assign_offsets=False`` (a follower, ``appendAsFollower``) nothing is
+        validated or rewritten: the offsets must increase and start at or above the
+        log end offset, and the whole input is appended as one record set (one index
+        entry at most), its max timestamp taken from the batch headers.
         """
         view = memoryview(data)
         if view.format != "B" or view.ndim != 1:
@@ -636,114 +636,77 @@ class Log:
         with self._lock:
             self._check_open()
             now = self._time_ms()
-            log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-            entries: list[_Entry] = []
             if assign_offsets:
-                counter = self._next_offset
-                first = counter
-                buf = bytearray(view[:valid_bytes])
-                for i in range(n):
-                    pos, size, magic = positions[i], sizes[i], magics[i]
-                    self._check_batch_size(size, pos)
-                    entry_bytes, counter = self._assign_entry(buf, pos, size, magic, counter,
-                                                              now, log_append)
-                    entries.append(entry_bytes)
-            else:
-                first = bases[0] if magics[0] >= 2 else lasts[0]
-                if first < self._next_offset:
-                    raise UnexpectedAppendOffsetError(
-                        f"Unexpected offset in append to {self.dir}. First offset {first} is "
-                        f"less than the next offset {self._next_offset}. First 10 offsets in "
-                        f"append: {lasts[:10]}", offset=first, path=self.dir)
-                prev = self._next_offset - 1
-                for i in range(n):
-                    if lasts[i] <= prev:
-                        raise OffsetsOutOfOrderError(
-                            f"Out of order offsets found in append to {self.dir}: "
-                            f"{lasts[i]} after {prev}", offset=lasts[i], position=positions[i])
-                    prev = lasts[i]
-                    pos, size = positions[i], sizes[i]
-                    entries.append(_Entry(view[pos:pos + size], lasts[i], max_tss[i]))
-            if not log_append:
-                self._check_timestamps(view[:valid_bytes], now)
-            total = sum(sizes)
-            roll_offset = None
-            if not assign_offsets and magics[0] < 2:
-                # a legacy wrapper's first offset is unknown without inflating it:
-                # Kafka rolls at lastOffset - Integer.MAX_VALUE (then max with the LEO)
-                roll_offset = lasts[-1] - _INT_MAX
-            try:
-                self._append_entries(entries, first, total, now, roll_offset)
-            except OSError as exc:
-                _raise_storage_error(exc, "append", self.dir)
-            max_ts, shallow = -1, entries[0].last_offset
-            for e in entries:
-                if e.max_timestamp > max_ts:
-                    max_ts, shallow = e.max_timestamp, e.last_offset
-            return _tuple_new(LogAppendInfo, (first, entries[-1].last_offset, max_ts, shallow,
-                                              now if (log_append and assign_offsets) else -1,
-                                              self._log_start_offset, total, n))
+                return self._append_as_leader(view, positions, sizes, magics, valid_bytes,
+                                              now, leader_epoch)
+            return self._append_as_follower(view, positions, sizes, magics, lasts, max_tss,
+                                            bases, valid_bytes, now)
 
-    def _assign_entry(self, buf: bytearray, pos: int, size: int, magic: int, counter: int,
-                      now: int, log_append: bool) -> tuple[_Entry, int]:
-        """Give one entry of ``buf`` offsets from ``counter``; return it and the next counter."""
-        if magic >= 2:
-            attrs = _I16.unpack_from(buf, pos + _V2_ATTRS)[0]
-            delta = _I32.unpack_from(buf, pos + _V2_LAST_OFFSET_DELTA)[0]
-            count = _I32.unpack_from(buf, pos + _V2_COUNT)[0]
-            if attrs & _CONTROL_BIT:
-                raise InvalidRecordError("Clients are not allowed to write control records",
-                                         position=pos, path=self.dir)
-            if count <= 0 or delta + 1 != count:
-                raise InvalidRecordError(
-                    f"Inconsistent batch offset range [0, {delta}] and count of records {count}",
-                    position=pos, path=self.dir)
-            if attrs & _TS_TYPE_BIT and not log_append:
-                raise InvalidRecordError("Producer should not set timestamp type to "
-                                         "LogAppendTime", position=pos, path=self.dir)
-            _I64.pack_into(buf, pos, counter)
-            if log_append:
-                _I16.pack_into(buf, pos + _V2_ATTRS, attrs | _TS_TYPE_BIT)
-                _I64.pack_into(buf, pos + _V2_MAX_TS, now)
-                _U32.pack_into(buf, pos + 17,
-                               crc32c.crc32c(memoryview(buf)[pos + _V2_ATTRS:pos + size]))
-            last = counter + delta
-            max_ts = _I64.unpack_from(buf, pos + _V2_MAX_TS)[0]
-            return _tuple_new(_Entry, (memoryview(buf)[pos:pos + size], last, max_ts)), last + 1
-        attrs = buf[pos + _LEGACY_ATTRS]
-        if attrs & 0x07:  # a compressed wrapper: offsets live inside
-            return self._assign_wrapper(buf, pos, size, magic, counter, now, log_append)
-        if magic == 1 and attrs & _TS_TYPE_BIT and not log_append:
-            raise InvalidRecordError("Producer should not set timestamp type to LogAppendTime",
-                                     position=pos, path=self.dir)
-        return _stamp_legacy(buf, pos, size, magic, counter, now, log_append), counter + 1
+    def _append_as_leader(self, view, positions, sizes, magics, valid_bytes, now,
+                          leader_epoch) -> LogAppendInfo:
+        """Kafka's leader path: every produce validated (LogValidator) before any is
+        written, then each appended as Kafka appends one produce request."""
+        for i in range(len(positions)):
+            self._check_batch_size(sizes[i], positions[i])
+        buf = bytearray(view[:valid_bytes])
+        legacy_attrs = magics if magics[0] >= 2 else [buf[p + _LEGACY_ATTRS] for p in positions]
+        validator = self._validator
+        counter = self._next_offset
+        produces = []
+        for group in split_produces(magics, legacy_attrs, self.dir):
+            produce = validator.validate(buf, [positions[i] for i in group],
+                                         [sizes[i] for i in group], magics[0], counter, now,
+                                         leader_epoch)
+            if produce.size_maybe_changed:
+                check_produce_size(self._config, len(produce.data), self.dir)
+            self._check_segment_size(len(produce.data))   # before anything is written
+            produces.append(produce)
+            counter = produce.last_offset + 1
+        max_ts, shallow = -1, produces[0].last_offset
+        try:
+            for p in produces:
+                self._append_set(p.data, p.first_offset, p.last_offset, p.max_timestamp,
+                                 p.shallow_offset_of_max_timestamp, len(p.data), now)
+                if p.max_timestamp > max_ts:
+                    max_ts, shallow = p.max_timestamp, p.shallow_offset_of_max_timestamp
+        except OSError as exc:
+            _raise_storage_error(exc, "append", self.dir)
+        log_append = validator.log_append_time
+        return _tuple_new(LogAppendInfo, (produces[0].first_offset, produces[-1].last_offset,
+                                          max_ts, shallow, now if log_append else -1,
+                                          self._log_start_offset, valid_bytes, len(positions)))
 
-    def _assign_wrapper(self, buf, pos, size, magic, counter, now, log_append):
-        """A legacy compressed wrapper: in place when its inner offsets allow, else rebuilt."""
-        wrapper = next(iter_batches(bytes(buf[pos:pos + size]), validate=False))
-        inner = list(wrapper)
-        n = len(inner)
-        if n == 0:
-            raise InvalidRecordError("Compressed wrapper holds no messages", position=pos,
-                                     path=self.dir)
-        last = counter + n - 1
-        stored = [r.offset for r in inner]
-        if magic == 1:
-            ok = stored == list(range(wrapper.last_offset - n + 1, wrapper.last_offset + 1))
-        else:
-            ok = stored == list(range(counter, last + 1))
-        attrs = buf[pos + _LEGACY_ATTRS]
-        if ok and not (log_append and magic == 0):
-            return _stamp_legacy(buf, pos, size, magic, last, now, log_append), last + 1
-        # rebuild with the assigned offsets (Kafka's path 3)
-        rebuilt = encode_batch(
-            [(r.key, r.value, r.timestamp) for r in inner], magic=magic, base_offset=counter,
-            compression=attrs & 0x07,
-            timestamp_type=TimestampType.LOG_APPEND_TIME if log_append
-            else TimestampType.CREATE_TIME, timestamp=now)
-        self._check_batch_size(len(rebuilt), pos)
-        scan = scan_batches(rebuilt, validate=False)
-        return _Entry(rebuilt, last, int(scan.max_timestamp[0])), last + 1
+    def _append_as_follower(self, view, positions, sizes, magics, lasts, max_tss, bases,
+                            valid_bytes, now) -> LogAppendInfo:
+        """Kafka's ``appendAsFollower``: the offsets, timestamps and bytes as given (no
+        validation beyond structure and CRC), appended as one record set."""
+        first = bases[0] if magics[0] >= 2 else lasts[0]
+        if first < self._next_offset:
+            raise UnexpectedAppendOffsetError(
+                f"Unexpected offset in append to {self.dir}. First offset {first} is "
+                f"less than the next offset {self._next_offset}. First 10 offsets in "
+                f"append: {lasts[:10]}", offset=first, path=self.dir)
+        prev = self._next_offset - 1
+        max_ts, shallow = -1, lasts[0]
+        for i in range(len(positions)):
+            if lasts[i] <= prev:
+                raise OffsetsOutOfOrderError(
+                    f"Out of order offsets found in append to {self.dir}: "
+                    f"{lasts[i]} after {prev}", offset=lasts[i], position=positions[i])
+            prev = lasts[i]
+            if max_tss[i] > max_ts:
+                max_ts, shallow = max_tss[i], lasts[i]
+        # a legacy wrapper's first offset is unknown without inflating it: Kafka rolls
+        # at lastOffset - Integer.MAX_VALUE (then max with the LEO)
+        roll_offset = lasts[-1] - _INT_MAX if magics[0] < 2 else None
+        try:
+            self._append_set(view[:valid_bytes], first, lasts[-1], max_ts, shallow,
+                             valid_bytes, now, roll_offset)
+        except OSError as exc:
+            _raise_storage_error(exc, "append", self.dir)
+        return _tuple_new(LogAppendInfo, (first, lasts[-1], max_ts, shallow, -1,
+                                          self._log_start_offset, valid_bytes,
+                                          len(positions)))
 
     def _check_batch_size(self, size: int, position: int) -> None:
         limit = self._config.max_message_bytes
@@ -772,32 +735,33 @@ class Log:
         return LogAppendInfo(self._next_offset, self._next_offset - 1, -1, -1, -1,
                              self._log_start_offset, 0, 0)
 
-    def _append_entries(self, entries: list[_Entry], first_offset: int, total: int,
-                        now: int, roll_offset: int | None = None) -> None:
-        config = self._config
-        if total > config.segment_bytes:
+    def _check_segment_size(self, size: int) -> None:
+        limit = self._config.segment_bytes
+        if size > limit:
             raise RecordTooLargeError(
-                f"Message batch size is {total} bytes in append to partition {self.dir} which "
-                f"exceeds the maximum configured segment size of {config.segment_bytes}.",
-                limit=config.segment_bytes, path=self.dir)
-        max_ts = entries[0].max_timestamp if len(entries) == 1 \
-            else max(e.max_timestamp for e in entries)
-        last = entries[-1].last_offset
+                f"Message batch size is {size} bytes in append to partition {self.dir} which "
+                f"exceeds the maximum configured segment size of {limit}.",
+                limit=limit, path=self.dir)
+
+    def _append_set(self, data, first_offset: int, last_offset: int, max_ts: int,
+                    shallow_offset_of_max: int, size: int, now: int,
+                    roll_offset: int | None = None) -> None:
+        """Append one record set as Kafka's ``UnifiedLog.append`` does: roll if due, then
+        one ``LogSegment.append`` (at most one index entry), then flush if due."""
+        config = self._config
+        self._check_segment_size(size)
         segment = self._segments[-1]
-        if segment.needs_roll(total, max_ts, last, now, config.segment_bytes,
+        if segment.needs_roll(size, max_ts, last_offset, now, config.segment_bytes,
                               config.segment_ms):
             segment = self._roll(first_offset if roll_offset is None else roll_offset)
         try:
-            for e in entries:
-                # each entry is indexed as if appended on its own (one batch per produce)
-                segment.append(e.last_offset, e.max_timestamp, e.last_offset, e.data)
-                self._next_offset = e.last_offset + 1
+            segment.append(last_offset, max_ts, shallow_offset_of_max, data)
+            self._next_offset = last_offset + 1
         except BaseException:
             # what reached the file before a failure stays; the end offset follows it
             self._next_offset = max(self._next_offset, segment.read_next_offset())
             raise
-        if self._recovery_point > self._next_offset:
-            self._recovery_point = self._next_offset
+        self._recovery_point = min(self._recovery_point, self._next_offset)
         if (self._next_offset - self._recovery_point >= config.flush_messages
                 or now - self._last_flush_ms >= config.flush_ms):
             self.flush()
@@ -991,25 +955,21 @@ class Log:
         return None
 
     def _max_timestamp_offset(self, segments) -> TimestampAndOffset | None:
+        """Kafka's MAX_TIMESTAMP lookup: the first segment with the largest max timestamp
+        so far, the first batch there whose max timestamp is it, and in that batch the
+        first record holding it (``RecordBatch.offsetOfMaxTimestamp``: none for magic 0).
+        Data without timestamps has -1 everywhere, so the answer is ``(-1, the first
+        offset)`` for v1/v2 data, as Kafka gives, and None for v0 data or no data."""
         best = None
         for seg in segments:
             ts = seg.max_timestamp_so_far()
             if best is None or ts > best[0]:
                 best = (ts, seg)
-        if best is None or best[0] < 0:
+        if best is None:
             return None
         ts, seg = best
         position = seg.offset_index.lookup(seg.shallow_offset_of_max_timestamp_so_far())[1]
-        for header in seg.log.walk(position):
-            if header.max_timestamp != ts:
-                continue
-            data = seg.log.read(header.position, header.size)
-            batch = next(iter_batches(data, validate=True))
-            epoch = getattr(batch, "partition_leader_epoch", -1)
-            for record in batch:
-                if record.timestamp == ts:
-                    return TimestampAndOffset(ts, record.offset, epoch if epoch >= 0 else None)
-        return None
+        return max_timestamp_record(seg.log.walk(position), seg.log.read, ts)
 
     # -- truncation and deletion -------------------------------------------
 
@@ -1131,8 +1091,7 @@ class Log:
             keep = list(current[len(drop):])
             # the start offset moves first: a lock-free reader that sees the new
             # segments (it reads them before the start offset) sees the new start too
-            if self._log_start_offset < keep[0].base_offset:
-                self._log_start_offset = keep[0].base_offset
+            self._log_start_offset = max(self._log_start_offset, keep[0].base_offset)
             self._set_segments(keep)
             self._schedule_delete(drop)
             return len(drop)
@@ -1335,19 +1294,3 @@ def _next_offset_by_walk(seg: LogSegment) -> int:
     for header in seg.log.walk(0):
         nxt = header.last_offset + 1
     return nxt
-
-
-def _stamp_legacy(buf: bytearray, pos: int, size: int, magic: int, offset: int, now: int,
-                  log_append: bool) -> _Entry:
-    """Give the v0/v1 entry at ``pos`` the offset ``offset`` (outside its CRC) and, for a
-    LogAppendTime log, the v1 timestamp ``now`` (inside it: the CRC-32 is recomputed)."""
-    _I64.pack_into(buf, pos, offset)
-    max_ts = -1
-    if magic == 1:
-        if log_append:
-            buf[pos + _LEGACY_ATTRS] |= _TS_TYPE_BIT
-            _I64.pack_into(buf, pos + _LEGACY_TS, now)
-            _U32.pack_into(buf, pos + 12, zlib.crc32(memoryview(buf)[pos + 16:pos + size]))
-        max_ts = _I64.unpack_from(buf, pos + _LEGACY_TS)[0]
-    return _Entry(memoryview(buf)[pos:pos + size], offset, max_ts)
-

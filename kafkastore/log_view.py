@@ -61,6 +61,7 @@ from kafkastore.segment import (
     TIME_INDEX_FILE_SUFFIX,
     TimestampAndOffset,
     log_file_offset,
+    max_timestamp_record,
 )
 from kafkastore.storage import FileInfo, ReadOnlyStorage, open_storage
 from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME, TopicPartition
@@ -464,11 +465,11 @@ class ReadOnlyLog:
         """``(max timestamp, position of the first batch reaching it)``, -1 if none:
         the time index's last entry, then a walk of the batches after it."""
         tindex = self.time_index(seg)
-        best, where = -1, -1
         start = 0
         if tindex.entries:
             ts, offset = tindex.last_entry
             start, _ = self.floor_position(seg, offset)
+        best, where = -1, start   # no timestamps: the walk for -1 starts at the floor
         for header in self.segment_records(seg).walk(start, seg.size):
             if header.max_timestamp > best:
                 best, where = header.max_timestamp, header.position
@@ -480,20 +481,11 @@ class ReadOnlyLog:
             ts, where = self._segment_max_timestamp(seg)
             if best is None or ts > best[0]:
                 best = (ts, seg, where)
-        if best is None or best[0] < 0:
+        if best is None:
             return None
         ts, seg, where = best
         records = self.segment_records(seg)
-        for header in records.walk(where, seg.size):
-            if header.max_timestamp != ts:
-                continue
-            batch = next(iter_batches(records.read(header.position, header.size),
-                                      validate=True))
-            epoch = getattr(batch, "partition_leader_epoch", -1)
-            for rec in batch:
-                if rec.timestamp == ts:
-                    return TimestampAndOffset(ts, rec.offset, epoch if epoch >= 0 else None)
-        return None
+        return max_timestamp_record(records.walk(where, seg.size), records.read, ts)
 
 
 def _slice_columns(cols: RecordColumns, a: int, b: int) -> dict:

@@ -536,7 +536,7 @@ def encode_columns(
     compression_level: int | None = None,
     max_batch_records: int = 16384,
     max_batch_bytes: int = 1 << 20,
-    first_offset: int = 0,
+    first_offset: int | None = 0,
 ) -> bytes:
     """Encode Arrow-style columns as v2 batches back to back, no Python object per record.
 
@@ -548,18 +548,28 @@ def encode_columns(
     Arrow ``list<struct<key: string, value: binary>>`` column (see
     :mod:`kafkastore._pure.column_encode`). A batch ends at ``max_batch_records``
     records or ``max_batch_bytes`` bytes of records; offsets run from ``first_offset``
-    across the batches, CreateTime, no producer. The bytes are those
-    :func:`encode_batch` gives for the same records cut the same way.
+    across the batches, CreateTime, no producer; ``first_offset=None`` bases every
+    batch at offset 0, as a producer sends them (what :meth:`Log.append_batches` takes on
+    the leader path). The bytes are those :func:`encode_batch` gives for the same
+    records cut the same way.
     """
     codec = CompressionType.parse(compression)
     if compression_level is not None:
         _compression.validate_level(codec, compression_level)
     compress = _v2_compressor(int(codec), compression_level)
-    return _ce.encode_columns(
+    data = _ce.encode_columns(
         rows, keys, values, timestamps=timestamps, headers=headers,
         default_timestamp=_now_ms() if default_timestamp is None else default_timestamp,
         max_batch_records=max_batch_records, max_batch_bytes=max_batch_bytes,
-        attributes=int(codec), compress=compress, first_offset=first_offset)
+        attributes=int(codec), compress=compress,
+        first_offset=0 if first_offset is None else first_offset)
+    if first_offset is None and data:
+        # the base offset lies outside the CRC: patch each batch's to 0
+        buf = bytearray(data)
+        for pos in scan_batches(buf, validate=False).position.tolist():
+            buf[pos:pos + 8] = bytes(8)
+        data = bytes(buf)
+    return data
 
 
 #: The 61-byte v2 batch header, from the entry's first byte: baseOffset, batchLength,

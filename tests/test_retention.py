@@ -29,16 +29,18 @@ from kafkastore.retention import (
 )
 
 
-def set_size(value=b"test", timestamp=T0) -> int:
+def set_size(value=b"test", timestamp=T0, key=None) -> int:
     """Bytes of one single-record batch (Kafka's ``createRecords.sizeInBytes``)."""
-    return len(encode_batch([(None, value, timestamp)], timestamp=timestamp))
+    return len(encode_batch([(key, value, timestamp)], timestamp=timestamp))
 
 
-def fifteen(tmp_path, clock, timestamp, **config):
-    """UnifiedLogTest's setup: 15 single-record appends, 5 to a segment: 3 segments."""
-    log = open_log(tmp_path, clock, segment_bytes=set_size(timestamp=timestamp) * 5, **config)
+def fifteen(tmp_path, clock, timestamp, key=None, **config):
+    """UnifiedLogTest's setup: 15 single-record appends, 5 to a segment: 3 segments (with
+    a key on a compacted topic, which refuses keyless records, as Kafka's test does)."""
+    log = open_log(tmp_path, clock,
+                   segment_bytes=set_size(timestamp=timestamp, key=key) * 5, **config)
     for _ in range(15):
-        log.append([(None, b"test", timestamp)])
+        log.append([(key, b"test", timestamp)])
     assert [s.base_offset for s in log.segments] == [0, 5, 10]
     return log
 
@@ -112,7 +114,8 @@ def test_time_uses_the_largest_timestamp_of_a_segment(tmp_path, clock):
 def test_policy_without_delete_only_applies_the_log_start_offset(tmp_path, clock):
     """shouldNotDeleteSegmentsWhenPolicyDoesNotIncludeDelete and
     shouldDeleteStartOffsetBreachedSegmentsWhenPolicyDoesNotIncludeDelete."""
-    log = fifteen(tmp_path, clock, 10, retention_ms=10_000, cleanup_policy="compact")
+    log = fifteen(tmp_path, clock, 10, key=b"test", retention_ms=10_000,
+                  cleanup_policy="compact")
     assert delete_old_segments(log) == 0
     assert len(log.segments) == 3
     log.delete_records(7)
@@ -124,7 +127,8 @@ def test_policy_without_delete_only_applies_the_log_start_offset(tmp_path, clock
 
 def test_compact_and_delete_deletes(tmp_path, clock):
     """shouldDeleteSegmentsReadyToBeDeletedWhenCleanupPolicyIsCompactAndDelete."""
-    log = fifteen(tmp_path, clock, 10, retention_ms=10_000, cleanup_policy="compact,delete")
+    log = fifteen(tmp_path, clock, 10, key=b"test", retention_ms=10_000,
+                  cleanup_policy="compact,delete")
     assert delete_old_segments(log) == 3
     assert len(log.segments) == 1
     log.close()
@@ -172,10 +176,12 @@ def test_only_a_prefix_goes(tmp_path, clock):
 
 
 def test_segments_without_timestamps_use_the_file_time(tmp_path, clock):
-    """§4.9 largestTimestamp: no timestamps (v0 data) -> the .log file's mtime."""
+    """§4.9 largestTimestamp: no timestamps (v0 data, as a follower copies it; a leader
+    would up-convert it) -> the .log file's mtime."""
     log = open_log(tmp_path, clock, segment_bytes=31, retention_ms=1000)  # 1 message each
     for i in range(4):
-        log.append_batches(encode_batch([(None, b"v0-%d" % i)], magic=0))
+        log.append_batches(encode_batch([(None, b"v0-%d" % i)], magic=0, base_offset=i),
+                           assign_offsets=False)
     assert len(log.segments) == 4
     for seg in log.segments:
         assert seg.largest_record_timestamp() is None

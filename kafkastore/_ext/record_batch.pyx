@@ -636,6 +636,53 @@ cdef class RecordBatch:
     def _records(self, data):
         return _RecordIterator._new(self, data)
 
+    def record_summary(self):
+        """What LogValidator needs of the records, decoding no key, value or header.
+
+        Returns ``(count, max_timestamp, index_of_max, min_timestamp, null_keys,
+        sequential)``: the records parsed (they must be ``record_count``, with every
+        length checked as when iterating); the largest record timestamp
+        (``firstTimestamp + delta``) above -1 and the index of the first record holding
+        it (-1, -1 if none); the smallest timestamp other than -1 (None if none); how
+        many records have a null key; whether the offset deltas are 0, 1, 2, ...
+        """
+        cdef const uint8_t[::1] view
+        cdef const uint8_t* p
+        cdef Py_ssize_t pos = 0, end
+        cdef int32_t i, n = self.record_count
+        cdef RecordSpan span
+        cdef int64_t ts, max_ts = -1, min_ts = 0
+        cdef int32_t max_index = -1, nulls = 0
+        cdef bint have_min = False, sequential = True
+        if n < 0:
+            raise CorruptRecordError(f"Found invalid record count {self.record_count}",
+                                     position=self.position, offset=self.base_offset)
+        view = _as_view(self._records_data())
+        p = _ptr(view)
+        end = view.shape[0]
+        for i in range(n):
+            if pos >= end:
+                raise CorruptRecordError("Incorrect declared batch size, premature EOF reached",
+                                         position=self.position, offset=self.base_offset)
+            parse_record(p, pos, end, &span, self.position)
+            pos = span.next_pos
+            ts = _add64(self.first_timestamp, span.ts_delta)
+            if ts > max_ts:
+                max_ts = ts
+                max_index = i
+            if ts != -1 and (not have_min or ts < min_ts):
+                min_ts = ts
+                have_min = True
+            if span.key_len < 0:
+                nulls += 1
+            if span.offset_delta != i:
+                sequential = False
+        if pos != end:
+            raise CorruptRecordError(
+                "Incorrect declared batch size, records still remaining in file",
+                position=self.position, offset=self.base_offset)
+        return n, max_ts, max_index, (min_ts if have_min else None), nulls, sequential
+
     def __repr__(self):
         return (
             f"RecordBatch(magic=2, base_offset={self.base_offset}, "

@@ -540,6 +540,46 @@ class RecordBatch:
                                      position=self.position, offset=self.base_offset)
         return self._records(self._records_data())
 
+    def record_summary(self):
+        """What LogValidator needs of the records, decoding no key, value or header.
+
+        Returns ``(count, max_timestamp, index_of_max, min_timestamp, null_keys,
+        sequential)``: the records parsed (they must be ``record_count``, with every
+        length checked as when iterating); the largest record timestamp
+        (``firstTimestamp + delta``) above -1 and the index of the first record holding
+        it (-1, -1 if none); the smallest timestamp other than -1 (None if none); how
+        many records have a null key; whether the offset deltas are 0, 1, 2, ...
+        """
+        if self.record_count < 0:
+            raise CorruptRecordError(f"Found invalid record count {self.record_count}",
+                                     position=self.position, offset=self.base_offset)
+        data = self._records_data()
+        where = self.position
+        end = len(data)
+        pos = 0
+        max_ts, max_index, min_ts, nulls, sequential = -1, -1, None, 0, True
+        for i in range(self.record_count):
+            if pos >= end:
+                raise CorruptRecordError(
+                    "Incorrect declared batch size, premature EOF reached",
+                    position=where, offset=self.base_offset)
+            pos, ts_delta, offset_delta, key, _value, _count, _hs, _he = \
+                _parse_record(data, pos, end, where)
+            ts = _wrap64(self.first_timestamp + ts_delta)
+            if ts > max_ts:
+                max_ts, max_index = ts, i
+            if ts != -1 and (min_ts is None or ts < min_ts):
+                min_ts = ts
+            if key[1] < 0:
+                nulls += 1
+            if offset_delta != i:
+                sequential = False
+        if pos != end:
+            raise CorruptRecordError(
+                "Incorrect declared batch size, records still remaining in file",
+                position=where, offset=self.base_offset)
+        return self.record_count, max_ts, max_index, min_ts, nulls, sequential
+
     def _records(self, data):
         where = self.position
         end = len(data)

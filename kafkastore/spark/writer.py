@@ -245,7 +245,7 @@ class TaskStager:
                     keys, values, rows=chunk, timestamps=timestamps,
                     headers=headers, default_timestamp=now, compression=self._codec,
                     max_batch_records=self.opts.batch_records,
-                    max_batch_bytes=self.opts.batch_bytes)
+                    max_batch_bytes=self.opts.batch_bytes, first_offset=None)
                 self._write(topic, p, data, len(chunk))
 
     @staticmethod
