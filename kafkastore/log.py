@@ -39,6 +39,7 @@ from kafkastore.errors import (
     UnsafePathError,
 )
 from kafkastore.file_records import LogSlice
+from kafkastore.log_dir import PartitionDirLock
 from kafkastore.records import (
     CompressionType,
     TimestampType,
@@ -194,7 +195,10 @@ class Log:
     ``.cleaned`` and ``.swap`` files are the cleaner's crash-safe swap,
     finished or rolled back on open. A :class:`Log` opened on its own also
     keeps ``.kafka_cleanshutdown`` in the directory between a clean
-    :meth:`close` and the next :meth:`open`.
+    :meth:`close` and the next :meth:`open`. An open log holds an exclusive ``flock`` on
+    its directory (:class:`~kafkastore.log_dir.PartitionDirLock`, no file): a second
+    :class:`Log` on it, in this process or another, is refused with
+    :class:`~kafkastore.errors.LogDirectoryLockedError`.
 
     Invariants: segments are ordered by base offset, the last one is the
     active segment, and there is always at least one;
@@ -226,6 +230,7 @@ class Log:
         self._closed = False
         self._failed: BaseException | None = None
         self._truncated_to: int | None = None
+        self._dir_lock: PartitionDirLock | None = None
 
     # -- opening -----------------------------------------------------------
 
@@ -252,14 +257,21 @@ class Log:
         elif isinstance(config, dict):
             config = LogConfig.from_dict(config)
         _fileio.makedirs(path)
-        standalone = had_clean_shutdown is None
-        if standalone:
-            marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
-            had_clean_shutdown = os.path.exists(marker)
-            if had_clean_shutdown:
-                _fileio.fs.unlink(marker)
-                _fileio.fs.fsync_dir(path)
-        log = cls(path, config, time_ms=time_ms or _now_ms, standalone=standalone)
+        # one writer per directory: a second Log would hand out the same offsets
+        lock = PartitionDirLock(path)
+        try:
+            standalone = had_clean_shutdown is None
+            if standalone:
+                marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
+                had_clean_shutdown = os.path.exists(marker)
+                if had_clean_shutdown:
+                    _fileio.fs.unlink(marker)
+                    _fileio.fs.fsync_dir(path)
+            log = cls(path, config, time_ms=time_ms or _now_ms, standalone=standalone)
+        except BaseException:
+            lock.release()
+            raise
+        log._dir_lock = lock
         try:
             log._load(bool(had_clean_shutdown),
                       0 if recovery_point is None else recovery_point, log_start_offset)
@@ -1215,6 +1227,12 @@ class Log:
                     _fileio.fs.fsync_dir(self.dir)
             finally:
                 self._closed = True
+                self._release_dir_lock()
+
+    def _release_dir_lock(self) -> None:
+        lock, self._dir_lock = self._dir_lock, None
+        if lock is not None:
+            lock.release()
 
     def close_handlers(self) -> None:
         """Close every file without flushing or writing anything (a deleted log, a failed
@@ -1231,6 +1249,7 @@ class Log:
             except OSError:
                 pass
         self._closed = True
+        self._release_dir_lock()
 
     def __enter__(self) -> Log:
         return self

@@ -435,6 +435,67 @@ class LogDirLock:
         return f"LogDirLock({self.log_dir!r}, locked={self.locked})"
 
 
+class PartitionDirLock:
+    """The writer's lock on one partition directory, held by an open :class:`Log`.
+
+    An exclusive ``flock`` on the directory itself (an ``O_RDONLY`` descriptor of the
+    directory, ``O_CLOEXEC``): it creates no file, so nothing is left that Kafka's
+    loader could object to, and it is dropped by the kernel however the process ends.
+    ``flock`` locks belong to an open file description, so a second :class:`Log` on the
+    same directory is refused in this process as in another one; ``lockf`` locks (a
+    broker's ``.lock``) do not conflict with it. A child forked while the lock is held
+    shares it until it exits or execs. Where ``flock`` does not exist (Windows) no lock
+    is taken.
+
+    Thread-safety: acquisition and release are safe from any thread; one instance is
+    released once, by its owner (the log's ``close``).
+
+    Raises
+    ------
+    LogDirectoryLockedError
+        If another open log (here or in another process) holds the directory.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.abspath(directory)
+        self._fd: int | None = None
+        if fcntl is None or not hasattr(fcntl, "flock"):  # pragma: no cover - Windows
+            return
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if isinstance(e, (BlockingIOError, PermissionError)):
+                raise LogDirectoryLockedError(
+                    f"Log directory {self.path} is already open for writing by another Log "
+                    f"(in this process or another one); two writers would hand out the "
+                    f"same offsets. Close the other one first, or read with ReadOnlyLog.",
+                    path=self.path, log_dir=self.path) from e
+            raise
+        self._fd = fd
+
+    @property
+    def locked(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Drop the lock (closing the descriptor); a no-op if already released."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # a log dropped without close() must not keep its directory locked for the life
+        # of the process
+        if getattr(self, "_fd", None) is not None:
+            self.release()
+
+    def __repr__(self) -> str:
+        return f"PartitionDirLock({self.path!r}, locked={self.locked})"
+
+
 # -- meta.properties ----------------------------------------------------------------------
 
 _VERSION = "version"

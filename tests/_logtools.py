@@ -501,6 +501,12 @@ def crash_image(src, dst, fs: FaultFS, rng: random.Random, mode: str = "random")
     return cuts
 
 
+def process_died(log: Log) -> None:
+    """What the kernel does for a process that dies with ``log`` open: its directory lock
+    goes (its maps and descriptors are left to :func:`abandon`)."""
+    log._release_dir_lock()
+
+
 def abandon(log: Log) -> None:
     """Release the descriptors and maps of a log that "crashed", without writing anything."""
     pending = [seg for _, seg in getattr(log, "_pending_deletes", ())]

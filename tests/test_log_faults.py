@@ -34,6 +34,7 @@ from _logtools import (
     log_config,
     open_log,
     read_all,
+    process_died,
 )
 from kafkastore.errors import KafkaStorageError, KafkaStoreError, LogClosedError
 from kafkastore.records import encode_batch, scan_batches
@@ -403,6 +404,7 @@ def _crash_during(tmp_path, name, operation, n, op="rename"):
             fs.faults.clear()
             log.close()
             return None
+    process_died(log)
     try:
         with installed(FaultFS()):
             again = open_log(log.dir, **CFG)

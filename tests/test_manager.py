@@ -376,14 +376,20 @@ def test_symlinked_partition_dir_outside_is_refused(tmp_path, clock):
         assert m.get("t", 0) is None
 
 
-def test_symlink_inside_the_log_dir_is_allowed(tmp_path, clock):
+def test_symlink_inside_the_log_dir_is_not_a_second_writer(tmp_path, clock):
+    """A link inside the log dir to another partition's directory would make two logs
+    write one directory (both appending at the same offsets): the second open is refused
+    by the directory lock, and nothing stays locked after the failed load."""
     d = tmp_path / "d"
     with manager(d, clock) as m:
         recs = fill(m.get_or_create("t", 0), clock, 3)
     os.rename(d / "t-0", d / "t-9")   # a valid name, so the loader takes it as t-9
     os.symlink(d / "t-9", d / "t-0")
+    with pytest.raises(LogDirectoryLockedError, match="already open for writing"):
+        manager(d, clock)
+    os.unlink(d / "t-0")
     with manager(d, clock) as m:
-        assert contents(m.get("t", 0)) == recs
+        assert contents(m.get("t", 9)) == recs
 
 
 # -- the lock -----------------------------------------------------------------------------------
