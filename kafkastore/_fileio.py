@@ -17,16 +17,125 @@ takes effect everywhere at once.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import mmap as _mmap
 import os
+import sys
+import weakref
 
-__all__ = ["FileSystem", "fs", "install", "write_fully", "pwrite_fully", "read_file",
+__all__ = ["FileSystem", "Mapping", "fs", "install", "write_fully", "pwrite_fully", "read_file",
            "makedirs", "open_to_rewrite", "DIR_MODE"]
 
 #: Mode of the directories kafkastore creates (before the umask): never group- or
 #: world-writable, whatever the umask (``os.makedirs`` would use 0o777).
 DIR_MODE = 0o755
+
+
+def _load_libc():
+    """libc's mmap, munmap and msync through ctypes, where they are known (Linux, macOS)."""
+    if sys.platform.startswith("linux"):
+        ms_sync = 4
+    elif sys.platform == "darwin":
+        ms_sync = 0x10
+    else:  # pragma: no cover - Windows and the rest: the mmap module
+        return None, 0
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_int64]
+        libc.munmap.restype = ctypes.c_int
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.msync.restype = ctypes.c_int
+        libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    except (OSError, AttributeError):  # pragma: no cover
+        return None, 0
+    return libc, ms_sync
+
+
+_LIBC, _MS_SYNC = _load_libc()
+_PAGE = _mmap.PAGESIZE
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _munmap(address: int, length: int) -> None:
+    _LIBC.munmap(address, length)
+
+
+class Mapping:
+    """A shared map of the first ``length`` bytes of a file: Java's ``MappedByteBuffer``.
+
+    ``view`` is a flat ``memoryview`` of exactly ``length`` bytes (read-only for
+    ``ACCESS_READ``). On Linux and macOS the map is made with libc's ``mmap`` and,
+    like Java's, holds **no file descriptor** (Python's :class:`mmap.mmap` keeps a
+    duplicate of the descriptor for its whole life: two per segment for the two
+    indexes, which exhausted descriptor limits with thousands of segments). Its memory
+    is unmapped when the last reference to it goes: :meth:`close` drops this object's
+    references, and a reader still holding ``view`` (or a slice of it) keeps the
+    memory valid until it lets go, so a remap or close never pulls memory from under a
+    lock-free lookup (Kafka, on Linux, leaves an old buffer to the garbage collector for
+    the same reason). Elsewhere :class:`mmap.mmap` is used and :meth:`close` raises
+    :class:`BufferError` while a view is exported.
+
+    The file may change length while mapped; reading pages past its end would fault,
+    so users read only what they wrote or found valid (an index reads its entries).
+    """
+
+    __slots__ = ("view", "length", "_mm", "_address", "_mapped", "holds_fd", "__weakref__")
+
+    def __init__(self, fd: int, length: int, access: int) -> None:
+        self.length = length
+        if _LIBC is None:  # pragma: no cover - Windows
+            self._mm = _mmap.mmap(fd, length, access=access)
+            self._address = 0
+            self._mapped = 0
+            self.holds_fd = True
+            self.view = memoryview(self._mm)
+            return
+        self._mm = None
+        self.holds_fd = False
+        mapped = -(-length // _PAGE) * _PAGE
+        prot = _mmap.PROT_READ | (_mmap.PROT_WRITE if access == _mmap.ACCESS_WRITE else 0)
+        address = _LIBC.mmap(None, mapped, prot, _mmap.MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        self._address, self._mapped = address, mapped
+        # one array type per page count (ctypes caches array types, so their number is
+        # bounded by the largest index, not by the number of maps)
+        array = (ctypes.c_ubyte * mapped).from_address(address)
+        weakref.finalize(array, _munmap, address, mapped)
+        view = memoryview(array).cast("B")[:length]
+        self.view = view if access == _mmap.ACCESS_WRITE else view.toreadonly()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` dropped this object's hold (as :attr:`mmap.mmap.closed`)."""
+        return self.view is None
+
+    def flush(self) -> None:
+        """``msync(MS_SYNC)`` of the whole map."""
+        if self._mm is not None:  # pragma: no cover - Windows
+            self._mm.flush()
+            return
+        if self.view is None:
+            raise ValueError("mmap closed or invalid")
+        if _LIBC.msync(self._address, self._mapped, _MS_SYNC) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
+    def close(self) -> None:
+        """Drop this object's hold on the map (unmapped when no reader holds a view)."""
+        view, self.view = self.view, None
+        if self._mm is not None:  # pragma: no cover - Windows
+            if view is not None:
+                try:
+                    view.release()
+                    self._mm.close()
+                except BufferError:
+                    self.view = memoryview(self._mm)
+                    raise
 
 
 class FileSystem:
@@ -65,12 +174,12 @@ class FileSystem:
     def fstat_size(self, fd: int) -> int:
         return os.fstat(fd).st_size
 
-    def mmap(self, fd: int, length: int, access: int) -> _mmap.mmap:
+    def mmap(self, fd: int, length: int, access: int) -> Mapping:
         """Map the first ``length`` bytes of ``fd`` (``mmap.ACCESS_READ`` or
-        ``ACCESS_WRITE``); the map keeps its own descriptor, so ``fd`` may be closed."""
-        return _mmap.mmap(fd, length, access=access)
+        ``ACCESS_WRITE``) shared; ``fd`` may be closed afterwards. See :class:`Mapping`."""
+        return Mapping(fd, length, access)
 
-    def msync(self, m: _mmap.mmap) -> None:
+    def msync(self, m: Mapping) -> None:
         """Write the dirty pages of map ``m`` to its file and wait (``msync(MS_SYNC)``,
         Java's ``MappedByteBuffer.force``)."""
         m.flush()

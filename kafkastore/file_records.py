@@ -75,7 +75,7 @@ class FileRecords:
     once, so they never see bytes past what was complete at that moment.
     """
 
-    __slots__ = ("_path", "_fd", "_size", "_closed", "_dirty")
+    __slots__ = ("_path", "_fd", "_size", "_closed", "_dirty", "_truncations")
 
     def __init__(self, path: str, fd: int, size: int) -> None:
         self._path = path
@@ -83,6 +83,20 @@ class FileRecords:
         self._size = size
         self._closed = False
         self._dirty = True    # unknown until the first flush: assume unsynced
+        # every size this file was truncated to, in order: a slice taken before a
+        # truncation keeps only what lay below it (see LogSlice.to_bytes)
+        self._truncations: list[int] = []
+
+    @property
+    def truncations(self) -> int:
+        """How many times this file was truncated (a slice's generation)."""
+        return len(self._truncations)
+
+    def stable_size(self, since: int) -> int | None:
+        """The smallest size the file was truncated to after its ``since``-th truncation:
+        bytes below it are what they were then (None: no truncation since)."""
+        cuts = self._truncations[since:]
+        return min(cuts) if cuts else None
 
     @classmethod
     def open(cls, path: str, *, file_already_exists: bool = False, init_file_size: int = 0,
@@ -185,12 +199,23 @@ class FileRecords:
                 f"Attempt to truncate log segment {self._path} to {target_size} bytes "
                 f"failed, size of this log segment is {self._size} bytes.", path=self._path)
         fs = _fileio.fs
-        if target_size < self._size or fs.fstat_size(self._fd) != target_size:
-            fs.ftruncate(self._fd, target_size)
+        old_size = self._size
+        if target_size < old_size:
+            # In this order, for lock-free readers (read() takes the count of cuts, then
+            # the size): the size first, then the record of the cut, then the bytes go.
+            # A reader that took the old size took the old count too, so the short read
+            # it then meets comes with a new cut it can see.
+            self._size = target_size
+            self._truncations.append(target_size)
+        if target_size < old_size or fs.fstat_size(self._fd) != target_size:
+            try:
+                fs.ftruncate(self._fd, target_size)
+            except BaseException:
+                self._size = old_size   # nothing was cut (the record only hides bytes)
+                raise
             self._dirty = True
-        truncated = self._size - target_size
         self._size = target_size
-        return truncated
+        return old_size - target_size
 
     def trim(self) -> None:
         """Drop preallocated space past the logical size."""
@@ -239,6 +264,7 @@ class FileRecords:
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position``, fewer only at the logical end."""
         self._check_open()
+        cuts = len(self._truncations)   # before the size: a cut from now on is seen
         end = min(self._size, position + size)
         if position < 0 or position >= end:
             return b""
@@ -255,6 +281,8 @@ class FileRecords:
             while got < want:
                 more = fs.pread(self._fd, want - got, position + got)
                 if not more:
+                    if position + got >= self._size or len(self._truncations) != cuts:
+                        break   # truncated meanwhile (Log.truncate_to): what is left
                     raise KafkaStoreError(
                         f"File {self._path} ended at {position + got}, before its logical "
                         f"size {self._size}", path=self._path, position=position + got)
@@ -591,7 +619,8 @@ class LogSlice:
     filtered by :meth:`records`.
     """
 
-    __slots__ = ("file", "position", "size", "first_offset", "first_entry_incomplete", "_data")
+    __slots__ = ("file", "position", "size", "first_offset", "first_entry_incomplete", "_data",
+                 "_generation")
 
     def __init__(self, file: FileRecords, position: int, size: int,
                  first_offset: int | None = None, first_entry_incomplete: bool = False,
@@ -599,6 +628,7 @@ class LogSlice:
         self.file = file
         self.position = position
         self.size = size
+        self._generation = getattr(file, "truncations", 0)
         self.first_offset = first_offset
         self.first_entry_incomplete = first_entry_incomplete
         self._data = data if data is not None and len(data) == size else None
@@ -616,7 +646,14 @@ class LogSlice:
             return b""
         if self._data is not None:
             return self._data
-        return self.file.read(self.position, self.size)
+        data = self.file.read(self.position, self.size)
+        if getattr(self.file, "truncations", 0) != self._generation:
+            # the file was truncated since this slice was taken (a follower's cut,
+            # possibly followed by new appends): keep only the bytes below the cut, the
+            # slice as it was then (a partial last entry is skipped by every reader)
+            cut = self.file.stable_size(self._generation)
+            data = data[:max(0, cut - self.position)]
+        return data
 
     def batches(self, *, validate: bool = True):
         """The complete entries of the range as batch objects.

@@ -116,6 +116,14 @@ class TimestampOffset(NamedTuple):
 _tuple_new = tuple.__new__
 
 
+def _valid(entries: int, view, size: int) -> int:
+    """The entry count a lock-free lookup may search in ``view``: a count read next to a
+    view the writer has since replaced (a resize, a truncation then a trim) is capped to
+    what that view holds, so the lookup answers from one consistent state."""
+    capacity = len(view) // size
+    return entries if entries <= capacity else capacity
+
+
 def _check_int(value, what: str) -> int:
     """``value`` as an int: any integer, numpy's included (``__index__``); else TypeError."""
     if isinstance(value, int):
@@ -156,17 +164,21 @@ class AbstractIndex:
     Notes
     -----
     Invariants: ``0 <= entries <= max_entries = length // entry_size``; the first
-    ``entries`` entries are valid and sorted; the file stays mapped (one ``mmap`` and one
-    exported ``memoryview`` of it) from construction to :meth:`close`,
-    :meth:`close_handler` or :meth:`delete_if_exists`, and no file descriptor is left open
-    after those: the mapping's own descriptor is the only one held while open.
+    ``entries`` entries are valid and sorted; the file stays mapped (a
+    :class:`~kafkastore._fileio.Mapping` and its ``memoryview``) from construction to
+    :meth:`close`, :meth:`close_handler` or :meth:`delete_if_exists`. On Linux and macOS
+    the map holds no file descriptor (as Java's ``MappedByteBuffer``): an open index costs
+    none; elsewhere the map keeps one.
 
-    Lifecycle of the mapping: searches pass the index's one view to the kernel, which
-    holds a buffer of it for the duration of that call only. :meth:`resize`,
-    :meth:`trim_to_valid_size`, :meth:`close` and :meth:`delete_if_exists` release the
-    view, then close the map, and only then change the file's length or delete it (the
-    order Windows requires, used everywhere). Any operation after close raises
-    :class:`~kafkastore.errors.IndexClosedError`; ``close()`` itself may be repeated.
+    Lifecycle of the mapping: searches pass the index's view to the kernel. On Linux and
+    macOS :meth:`resize` maps the new length first and then drops the old map, and
+    :meth:`close` only drops it: the memory is unmapped when the last lookup holding it
+    returns, so a lookup racing a resize, a roll's trim or a segment's deletion reads the
+    old, valid entries (Kafka leaves the old buffer to the garbage collector on Linux for
+    the same reason). On Windows the view is released and the map closed before the
+    file's length changes (``BufferError`` while a lookup holds it). Any operation after
+    close raises :class:`~kafkastore.errors.IndexClosedError`; ``close()`` itself may be
+    repeated.
 
     File I/O and durability: opening, resizing, mapping, flushing, closing, renaming and
     deleting the file go through :data:`kafkastore._fileio.fs` (looked up at each call),
@@ -178,13 +190,10 @@ class AbstractIndex:
     raises); one whose file cannot be reopened or mapped leaves it closed.
 
     Thread safety (as in Kafka): one writer appends, truncates and resizes, serialised by
-    the log's lock and by this index's own lock. Lookups take no lock: each reads the
-    entry count once and searches that snapshot, so it may run concurrently with an append
-    (entries are written before the count grows). Structural changes (resize, trim,
-    close, delete) must not race with lookups; the log's lock ensures that, as in Kafka.
-    If one races anyway, no memory is read after it is unmapped: while any buffer of the
-    map is exported, ``close()`` and ``resize()`` raise :class:`BufferError` and leave the
-    index open, and a lookup that starts after the unmap raises.
+    the log's lock and by this index's own lock. Lookups take no lock: each takes the view
+    and the entry count once, caps the count to what that view holds, and searches that
+    snapshot, so it may run concurrently with an append (entries are written before the
+    count grows) and, on Linux and macOS, with a resize or close (see above).
     """
 
     #: Bytes per entry.
@@ -207,7 +216,7 @@ class AbstractIndex:
         self._max_index_size = max_index_size
         self._writable = bool(writable)
         self._lock = threading.RLock()
-        self._mmap: mmap.mmap | None = None
+        self._mmap: _fileio.Mapping | None = None
         self._view: memoryview | None = None
         self._length = 0
         self._max_entries = 0
@@ -259,31 +268,35 @@ class AbstractIndex:
 
     def _map(self, fd: int, length: int) -> None:
         if length == 0:
-            self._mmap, self._view = None, _EMPTY
+            mapping, view = None, _EMPTY
         else:
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            self._mmap = _fileio.fs.mmap(fd, length, access)
-            self._view = memoryview(self._mmap)
+            mapping = _fileio.fs.mmap(fd, length, access)
+            view = mapping.view
+        # the new map is complete before a lookup can see it; the count of entries
+        # never exceeds what either view holds (see _valid)
+        self._mmap, self._view = mapping, view
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
 
     def _unmap(self) -> None:
-        """Release the view, then close the map (Kafka's ``forceUnmap``).
+        """Drop the map (Kafka's ``forceUnmap`` where a platform needs it).
 
-        Raises :class:`BufferError`, leaving the index mapped and usable, while a buffer of
-        the map is still exported (a lookup in flight in another thread)."""
-        view = self._view
-        if view is not None and view is not _EMPTY:
-            view.release()  # BufferError while a buffer of the view is exported
-        if self._mmap is not None:
-            try:
-                self._mmap.close()
-            except BufferError:
-                # another view of the map is still alive: stay usable, refuse to unmap
-                self._view = memoryview(self._mmap)
-                raise
+        With a descriptor-free :class:`~kafkastore._fileio.Mapping` (Linux, macOS) the
+        memory goes when the last lookup holding it lets go, so this never fails and a
+        lookup in flight keeps reading valid memory. With :class:`mmap.mmap` (Windows)
+        it raises :class:`BufferError`, leaving the index mapped and usable, while a
+        buffer of the map is exported."""
+        mapping = self._mmap
+        if mapping is not None:
+            mapping.close()
         self._mmap = None
         self._view = None
+
+    def _remap_in_place(self) -> bool:
+        """Whether a resize may map the new length before dropping the old map (a
+        descriptor-free map: lookups never see the index closed during a resize)."""
+        return self._mmap is None or not self._mmap.holds_fd
 
     def _closed(self) -> IndexClosedError:
         return IndexClosedError(f"index {self._path} is closed", path=str(self._path))
@@ -441,7 +454,12 @@ class AbstractIndex:
                     f"cannot resize index {self._path} to {new_size} bytes: it holds "
                     f"{self._entries} entries ({self._entries * size} bytes)")
             shrink = rounded < self._length
-            self._unmap()  # Windows cannot change the length of a mapped file
+            # Kafka on Linux maps the new length and leaves the old buffer to lookups
+            # still using it; Windows cannot change the length of a mapped file
+            in_place = self._remap_in_place()
+            old = self._mmap
+            if not in_place:
+                self._unmap()
             fs = _fileio.fs
             fd = fs.open(str(self._path), os.O_RDWR | _O_BINARY)
             try:
@@ -458,11 +476,16 @@ class AbstractIndex:
                     # usable (lookups, a later retry), then report the error.
                     self._dirty = True
                     length = fs.fstat_size(fd)
-                    if length >= self._entries * size:
+                    if length >= self._entries * size and (not in_place
+                                                           or length != self._length):
                         self._map(fd, length)
+                        if in_place and old is not None:
+                            old.close()
                     raise
                 self._dirty = not shrink
                 self._map(fd, rounded)
+                if in_place and old is not None:
+                    old.close()   # freed when the last lookup using it returns
             finally:
                 fs.close(fd)
             self._load_last_entry()
@@ -522,10 +545,11 @@ class AbstractIndex:
         The fsync makes what a clean shutdown leaves behind durable: the trimmed length
         and a final time index entry written on close would otherwise be lost by a crash
         after the clean-shutdown marker, and the next open would trust an index with
-        zero padding. Afterwards no buffer of the file and no descriptor are held;
-        repeated calls do nothing. Raises :class:`BufferError` if a lookup is still using
-        the view, and :class:`OSError` if the trim or the fsync fails (the index is
-        closed all the same).
+        zero padding. Afterwards the index holds no buffer of the file and no descriptor
+        (a lookup still running keeps its map until it returns); repeated calls do
+        nothing. Raises :class:`OSError` if the trim or the fsync fails (the index is
+        closed all the same), and on Windows :class:`BufferError` if a lookup is still
+        using the view.
         """
         with self._lock:
             if self._view is None:
@@ -605,7 +629,8 @@ class AbstractIndex:
         view = self._view
         if view is None:
             raise self._closed()
-        slot = _search.first_out_of_order(view, self._entries, self._KIND)
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
+        slot = _search.first_out_of_order(view, entries, self._KIND)
         if slot >= 0:
             entry = self.entry(slot)
             offset = entry[0] if self._KIND == _OFFSET_INDEX else entry[1]
@@ -637,7 +662,7 @@ class AbstractIndex:
         if view is None:
             raise self._closed()
         n = _check_int(n, "n")
-        entries = self._entries
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
         if n < 0 or n >= entries:
             raise IndexError(f"Attempt to fetch the {n}th entry from {self._LABEL} "
                              f"{self._path}, which has size {entries}.")
@@ -676,7 +701,7 @@ class OffsetIndex(AbstractIndex):
         view = self._view
         if view is None:
             raise self._closed()
-        entries = self._entries
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
         if entries == 0:
             return OffsetPosition(self._base_offset, 0)
         relative, position = _read_entry(view, entries, _OFFSET_INDEX, entries - 1)
@@ -691,7 +716,8 @@ class OffsetIndex(AbstractIndex):
         if type(target_offset) is not int:
             target_offset = _check_int(target_offset, "target_offset")
         base = self._base_offset
-        found = _lower_entry(view, self._entries, _OFFSET_INDEX, target_offset - base, _KEY)
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
+        found = _lower_entry(view, entries, _OFFSET_INDEX, target_offset - base, _KEY)
         if found is None:
             return _tuple_new(OffsetPosition, (base, 0))
         return _tuple_new(OffsetPosition, (base + found[0], found[1]))
@@ -709,7 +735,8 @@ class OffsetIndex(AbstractIndex):
         if type(target_offset) is not int:
             target_offset = _check_int(target_offset, "target_offset")
         base = self._base_offset
-        entries = self._entries  # once: appends may raise it meanwhile
+        # once: appends may raise it meanwhile
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
         slot, relative, position, _, after = _lower_and_next(
             view, entries, _OFFSET_INDEX, target_offset - base, _KEY)
         if slot + 1 >= entries:
@@ -734,7 +761,7 @@ class OffsetIndex(AbstractIndex):
             raise self._closed()
         start = fetch_offset if isinstance(fetch_offset, int) else fetch_offset[1]
         target = _check_int(start, "fetch_offset") + _check_int(fetch_size, "fetch_size")
-        entries = self._entries
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
         slot = _upper_slot(view, entries, _OFFSET_INDEX, target, _VALUE)
         if slot < 0:
             return None
@@ -776,7 +803,7 @@ class OffsetIndex(AbstractIndex):
             relative = self.relative_offset(offset)
             if not 0 <= position <= _INT32_MAX:
                 raise ValueError(f"position {position} is outside [0, {_INT32_MAX}]")
-            _OFFSET_ENTRY.pack_into(self._mmap, entries * 8, relative, position)
+            _OFFSET_ENTRY.pack_into(self._view, entries * 8, relative, position)
             self._dirty = True
             self._entries = entries + 1  # after the bytes: lookups read a count, then entries
             self._last_offset = offset
@@ -826,7 +853,7 @@ class TimeIndex(AbstractIndex):
 
     def _load_last_entry(self) -> None:
         view = self._view
-        entries = self._entries
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
         if view is None or entries == 0:
             self._last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
         else:
@@ -851,7 +878,8 @@ class TimeIndex(AbstractIndex):
             raise self._closed()
         if type(target_timestamp) is not int:
             target_timestamp = _check_int(target_timestamp, "target_timestamp")
-        found = _lower_entry(view, self._entries, _TIME_INDEX, target_timestamp, _KEY)
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
+        found = _lower_entry(view, entries, _TIME_INDEX, target_timestamp, _KEY)
         if found is None:
             return _tuple_new(TimestampOffset, (NO_TIMESTAMP, self._base_offset))
         return _tuple_new(TimestampOffset, (found[0], self._base_offset + found[1]))
@@ -918,7 +946,7 @@ class TimeIndex(AbstractIndex):
                 relative = self.relative_offset(offset)
                 if timestamp > _INT64_MAX:
                     raise ValueError(f"timestamp {timestamp} is outside the int64 range")
-                _TIME_ENTRY.pack_into(self._mmap, entries * 12, timestamp, relative)
+                _TIME_ENTRY.pack_into(self._view, entries * 12, timestamp, relative)
                 self._dirty = True
                 self._entries = entries + 1  # after the bytes: lookups read a count first
                 self._last_entry = _tuple_new(TimestampOffset, (timestamp, offset))
@@ -934,7 +962,7 @@ class TimeIndex(AbstractIndex):
         view = self._view
         if view is None:
             raise self._closed()
-        entries = self._entries
+        entries = _valid(self._entries, view, self.ENTRY_SIZE)
         last_timestamp, last_offset = self._last_entry
         if entries != 0:
             first_timestamp = _read_entry(view, entries, _TIME_INDEX, 0)[0]

@@ -153,6 +153,8 @@ def _now_ms() -> int:
 
 
 _NO_LIMIT = (1 << 63) - 1
+_SPECIAL_TIMESTAMPS = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP,
+                       EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
 
 
 class _AppendPlan(NamedTuple):
@@ -948,8 +950,21 @@ class Log:
         (latest) the log end offset, ``-3`` the record with the largest
         timestamp; a timestamp >= 0 gives the first record at or after it
         in the first segment whose largest timestamp reaches it, or None.
+
+        Lock-free, as :meth:`read`: a lookup that meets a segment closed under it (a
+        delayed deletion, a replaced segment) runs again under the log's lock.
         """
         self._check_not_closed()
+        if timestamp < 0 and timestamp not in _SPECIAL_TIMESTAMPS:
+            raise ValueError(f"Unknown special timestamp {timestamp}")
+        try:
+            return self._offset_for_timestamp(timestamp)
+        except _RACE_ERRORS:
+            with self._lock:
+                self._check_not_closed()
+                return self._offset_for_timestamp(timestamp)
+
+    def _offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         segments = self._segments
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self._log_start_offset, None)
@@ -959,8 +974,6 @@ class Log:
             return TimestampAndOffset(-1, -1, None)
         if timestamp == MAX_TIMESTAMP:
             return self._max_timestamp_offset(segments)
-        if timestamp < 0:
-            raise ValueError(f"Unknown special timestamp {timestamp}")
         for seg in segments:
             if seg.largest_timestamp() >= timestamp:
                 return seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
