@@ -1218,15 +1218,28 @@ class Log:
                 # with unsynced changes), so it is also the final flush: one sync per file
                 # instead of a flush followed by a trim that needs syncing again.
                 old = self._recovery_point
-                try:
-                    for seg in self._segments:
+                # every segment is closed even when one fails (its files are then
+                # released without writing): the first error is raised at the end, the
+                # recovery point stays and no marker is written, so the next open
+                # recovers what may not have reached the disk
+                first: OSError | None = None
+                for seg in self._segments:
+                    try:
                         seg.close()
-                    if any(seg.base_offset >= old for seg in self._segments) \
-                            and old < self._next_offset:
+                    except OSError as exc:
+                        first = first or exc
+                        seg.close_handlers()
+                try:
+                    if first is None and old < self._next_offset and \
+                            any(seg.base_offset >= old for seg in self._segments):
                         _fileio.fs.fsync_dir(self.dir)  # segments created since the last flush
                 except OSError as exc:
-                    self._failed = exc
-                    raise
+                    first = exc
+                if first is not None:
+                    self._failed = first
+                    for _, seg in self._pending_deletes:
+                        seg.close_handlers()
+                    raise first
                 self._recovery_point = self._next_offset
                 self.delete_pending_segments(force=True)
                 if self._standalone:

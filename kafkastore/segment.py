@@ -700,11 +700,18 @@ class LogSegment:
                 except KafkaStoreError:
                     pass  # Kafka swallows this too: the index is rebuilt if needed
         finally:
-            try:
-                self._offset_index.close()
-                self._time_index.close()
-            finally:
-                self.log.close()
+            # each file is closed whatever happened to the others (a full disk or a
+            # descriptor limit fails one trim, not the release of every file)
+            first = None
+            for close in (self._offset_index.close, self._time_index.close, self.log.close):
+                try:
+                    close()
+                except BaseException as exc:
+                    first = first or exc
+                    if close is self.log.close:
+                        self.log.close_handlers()
+            if first is not None:
+                raise first
 
     def close_handlers(self) -> None:
         """Release files without writing (after a disk failure)."""
