@@ -13,7 +13,6 @@ import bisect
 import functools
 import logging
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -62,7 +61,21 @@ from kafkastore.segment import (
     segment_file,
 )
 from kafkastore.storage import require_local_path
-from kafkastore.validator import LogValidator, check_produce_size, codec_level, split_produces
+from kafkastore.validator import (  # the v2 header layout, in one place for the log layer
+    _I32,
+    _I64,
+    _LEGACY_ATTRS,
+    _TRANSACTIONAL_BIT,
+    _TS_TYPE_BIT,
+    _U32,
+    _V2_ATTRS,
+    _V2_CRC,
+    _V2_MAX_TS,
+    LogValidator,
+    check_produce_size,
+    codec_level,
+    split_produces,
+)
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -89,22 +102,8 @@ LATEST_TIERED_TIMESTAMP = -5
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 _INT_MAX = (1 << 31) - 1
-_LOG_OVERHEAD = 12
-_V2_CRC = 17
-_V2_ATTRS = 21
 _V2_LAST_OFFSET_DELTA = 23
-_V2_MAX_TS = 35
-_V2_COUNT = 57
 _V2_HEADER = 61
-_TS_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
-_LEGACY_ATTRS = 17
-_LEGACY_TS = 18
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I16 = struct.Struct(">h")
 _find_entry = entry_walk.find_entry
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 _FOUND, _END = entry_walk.FOUND, entry_walk.END
