@@ -666,7 +666,9 @@ class Log:
         validator = self._validator
         counter = self._next_offset
         produces = []
-        for group in split_produces(magics, legacy_attrs, self.dir):
+        groups = (range(0, 1),) if len(positions) == 1 else \
+            split_produces(magics, legacy_attrs, self.dir)   # (one batch: one produce)
+        for group in groups:
             produce = validator.validate(buf, [positions[i] for i in group],
                                          [sizes[i] for i in group], magics[0], counter, now,
                                          leader_epoch)

@@ -45,6 +45,7 @@ from kafkastore.records import (
     TimestampType,
     encode_v2,
     iter_batches,
+    read_batch,
 )
 
 __all__ = ["LogValidator", "ValidatedProduce", "codec_level", "split_produces", "target_codec"]
@@ -63,6 +64,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
+_tuple_new = tuple.__new__   # a NamedTuple without its Python __new__ (the append path)
 
 
 def target_codec(config: LogConfig, source: int) -> CompressionType:
@@ -142,6 +144,9 @@ class LogValidator:
         self._compacted = config.compact
         self._before = config.message_timestamp_before_max_ms
         self._after = config.message_timestamp_after_max_ms
+        # the codec every produce ends in; None: the producer's (``producer``)
+        self._target = None if config.compression_type == "producer" \
+            else CompressionType.parse(config.compression_type)
 
     @property
     def compacted(self) -> bool:
@@ -176,7 +181,7 @@ class LogValidator:
 
     def _validate_v2(self, buf, pos, size, counter, now, leader_epoch) -> ValidatedProduce:
         view = memoryview(buf)[pos:pos + size]
-        batch = next(iter_batches(view, validate=False))
+        batch = read_batch(view)   # structure and CRC were checked by the caller's scan
         path = self.path
         if batch.base_offset != 0:
             raise InvalidRecordError(
@@ -216,7 +221,7 @@ class LogValidator:
         if not self._log_append and min_ts is not None:
             self._check_window(min_ts, max_ts, now, batch, pos)
         source = attrs & _CODEC_MASK
-        target = target_codec(self.config, source)
+        target = source if self._target is None else self._target
         last = counter + n - 1
         if source == target and (source == 0 or sequential):
             # in place: offsets, leader epoch and max timestamp in the header
@@ -230,8 +235,7 @@ class LogValidator:
                 _I64.pack_into(buf, pos + _V2_MAX_TS, new_max)
                 _U32.pack_into(buf, pos + _V2_CRC,
                                crc32c.crc32c(memoryview(buf)[pos + _V2_ATTRS:pos + size]))
-            return ValidatedProduce(memoryview(buf)[pos:pos + size], counter, last, new_max,
-                                    last, False)
+            return _tuple_new(ValidatedProduce, (view, counter, last, new_max, last, False))
         records = list(batch)
         return self._rebuild(records, target, counter, now, batch.producer_id,
                              batch.producer_epoch, batch.base_sequence,
