@@ -38,6 +38,7 @@ from kafkastore.errors import (
     UnsafePathError,
 )
 from kafkastore.file_records import LogSlice
+from kafkastore.leader_epoch import LeaderEpochFileCache
 from kafkastore.log_dir import PartitionDirLock
 from kafkastore.records import (
     CompressionType,
@@ -70,6 +71,7 @@ from kafkastore.validator import (  # the v2 header layout, in one place for the
     _U32,
     _V2_ATTRS,
     _V2_CRC,
+    _V2_LEADER_EPOCH,
     _V2_MAX_TS,
     LogValidator,
     check_produce_size,
@@ -194,7 +196,9 @@ class Log:
     ``.timeindex`` per segment (see :class:`~kafkastore.segment.LogSegment`);
     ``.deleted`` files wait for deletion after ``file.delete.delay.ms``;
     ``.cleaned`` and ``.swap`` files are the cleaner's crash-safe swap,
-    finished or rolled back on open. A :class:`Log` opened on its own also
+    finished or rolled back on open; ``leader-epoch-checkpoint`` holds the partition's
+    leader epochs (:class:`~kafkastore.leader_epoch.LeaderEpochFileCache`, written once
+    an appended batch carries an epoch). A :class:`Log` opened on its own also
     keeps ``.kafka_cleanshutdown`` in the directory between a clean
     :meth:`close` and the next :meth:`open`. An open log holds an exclusive ``flock`` on
     its directory (:class:`~kafkastore.log_dir.PartitionDirLock`, no file): a second
@@ -232,6 +236,7 @@ class Log:
         self._failed: BaseException | None = None
         self._truncated_to: int | None = None
         self._dir_lock: PartitionDirLock | None = None
+        self._epochs: LeaderEpochFileCache | None = None
 
     # -- opening -----------------------------------------------------------
 
@@ -283,6 +288,7 @@ class Log:
 
     def _load(self, clean: bool, recovery_point: int, log_start_offset: int) -> None:
         fs = _fileio.fs
+        self._epochs = LeaderEpochFileCache(self.dir)
         with os.scandir(self.dir) as listing:
             names = []
             for entry in listing:
@@ -414,6 +420,10 @@ class Log:
         active.time_index.resize(self.config.segment_index_bytes)
         # 10.
         self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        # the epochs of what the log holds (a checkpoint written before a crash may run
+        # past the recovered end, or below a start offset that moved since)
+        self._epochs.truncate_from_end(self._next_offset)
+        self._epochs.truncate_from_start(self._log_start_offset)
 
     def _recover_segment(self, seg: LogSegment) -> int:
         return seg.recover()
@@ -431,6 +441,7 @@ class Log:
                 logger.warning("Found invalid offset during recovery of %s (%s); emptying it",
                                seg.log.path, exc)
                 truncated = seg.truncate_to(seg.base_offset)
+            self._assign_epochs_of(seg)   # as LogSegment.recover does
             if truncated > 0:
                 logger.warning("Found invalid messages in log segment %s: %d bytes truncated",
                                seg.log.path, truncated)
@@ -439,6 +450,30 @@ class Log:
                     later.delete_if_exists()
                 self._set_segments(segments[:i + 1])
                 return
+
+    def _assign_epochs_of(self, seg: LogSegment) -> None:
+        """Assign the leader epochs of a recovered segment's v2 batches to the cache."""
+        epochs = self._epochs
+        for header in seg.log.walk(0):
+            if header.magic >= 2:
+                epoch = _I32.unpack(seg.log.read(header.position + _V2_LEADER_EPOCH, 4))[0]
+                if epoch >= 0:
+                    latest = epochs.latest_epoch()
+                    if latest is None or epoch > latest:
+                        epochs.assign(epoch, header.base_offset)
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
+        """The partition's leader epochs (``leader-epoch-checkpoint``)."""
+        return self._epochs
+
+    def _assign_epoch(self, data, first_offset: int) -> None:
+        """Kafka's step 5 of an append: the epoch of a v2 batch, if newer, from its base."""
+        epoch = _I32.unpack_from(data, _V2_LEADER_EPOCH)[0]
+        if epoch >= 0:
+            latest = self._epochs.latest_entry()
+            if latest is None or latest.epoch != epoch:
+                self._epochs.assign(epoch, first_offset)
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         for kind in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
@@ -596,6 +631,8 @@ class Log:
             size = len(data)
             self._check_batch_size(size, 0)
             try:
+                if partition_leader_epoch >= 0:
+                    self._assign_epoch(data, first)
                 self._append_set(data, first, last, max_ts, last, size, now)
             except OSError as exc:
                 _raise_storage_error(exc, "append", self.dir)
@@ -680,6 +717,7 @@ class Log:
         max_ts, shallow = -1, produces[0].last_offset
         try:
             for p in produces:
+                self._assign_epoch(p.data, p.first_offset)
                 self._append_set(p.data, p.first_offset, p.last_offset, p.max_timestamp,
                                  p.shallow_offset_of_max_timestamp, len(p.data), now)
                 if p.max_timestamp > max_ts:
@@ -715,6 +753,9 @@ class Log:
         # at lastOffset - Integer.MAX_VALUE (then max with the LEO)
         roll_offset = lasts[-1] - _INT_MAX if magics[0] < 2 else None
         try:
+            if magics[0] >= 2:
+                for i in range(len(positions)):
+                    self._assign_epoch(view[positions[i]:positions[i] + 61], bases[i])
             self._append_set(view[:valid_bytes], first, lasts[-1], max_ts, shallow,
                              valid_bytes, now, roll_offset)
         except OSError as exc:
@@ -968,9 +1009,12 @@ class Log:
     def _offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         segments = self._segments
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return TimestampAndOffset(-1, self._log_start_offset, None)
+            start = self._log_start_offset
+            first = self._epochs.earliest_entry()
+            return TimestampAndOffset(-1, start, first.epoch if first is not None
+                                      and first.start_offset <= start else None)
         if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, self._next_offset, None)
+            return TimestampAndOffset(-1, self._next_offset, self._epochs.latest_epoch())
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return TimestampAndOffset(-1, -1, None)
         if timestamp == MAX_TIMESTAMP:
@@ -1014,8 +1058,10 @@ class Log:
         with self._lock:
             self._check_open()
             if target_offset >= self._next_offset:
+                self._epochs.truncate_from_end(self._next_offset)
                 return False
             self._note_truncation(target_offset)
+            self._epochs.truncate_from_end(target_offset)
             if target_offset < self._segments[0].base_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
@@ -1051,6 +1097,7 @@ class Log:
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         self._note_truncation(min(new_offset, self._next_offset))
+        self._epochs.clear()
         old = list(self._segments)
         last = old.pop()
         # Kafka's order (LocalLog.truncateFullyAndStartAt): every segment but the last
@@ -1092,6 +1139,7 @@ class Log:
                 # it and drops every later segment: flush first, keep the invariant.
                 self._flush_to(new_log_start_offset)
                 self._log_start_offset = new_log_start_offset
+                self._epochs.truncate_from_start(new_log_start_offset)
             return self._log_start_offset
 
     @_storage_op("deletion of segments")
@@ -1120,6 +1168,7 @@ class Log:
             self._log_start_offset = max(self._log_start_offset, keep[0].base_offset)
             self._set_segments(keep)
             self._schedule_delete(drop)
+            self._epochs.truncate_from_start(self._log_start_offset)
             return len(drop)
 
     @_storage_op("segment swap")
