@@ -31,6 +31,7 @@ __all__ = [
     "InvalidRecordError",
     "UnexpectedAppendOffsetError",
     "OffsetsOutOfOrderError",
+    "InconsistentTopicIdError",
     "LogClosedError",
     "KafkaStorageError",
     "ConfigError",
@@ -262,6 +263,12 @@ class UnexpectedAppendOffsetError(KafkaStoreError, ValueError):
 
 class OffsetsOutOfOrderError(KafkaStoreError, ValueError):
     """Batches appended with their own offsets do not strictly increase."""
+
+
+class InconsistentTopicIdError(KafkaStoreError, ValueError):
+    """A log was opened with a topic id other than the one in its ``partition.metadata``
+    (Kafka's ``InconsistentTopicIdException``): the directory belongs to another topic
+    of the same name, deleted and created again."""
 
 
 class LogClosedError(KafkaStoreError):

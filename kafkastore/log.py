@@ -26,6 +26,7 @@ from kafkastore.compression import validate_level
 from kafkastore.config import LogConfig
 from kafkastore.errors import (
     CorruptIndexError,
+    InconsistentTopicIdError,
     InvalidOffsetError,
     InvalidRecordError,
     KafkaStorageError,
@@ -40,6 +41,7 @@ from kafkastore.errors import (
 from kafkastore.file_records import LogSlice
 from kafkastore.leader_epoch import LeaderEpochFileCache
 from kafkastore.log_dir import PartitionDirLock
+from kafkastore.partition_metadata import check_topic_id, read_topic_id, write_topic_id
 from kafkastore.records import (
     CompressionType,
     TimestampType,
@@ -237,6 +239,7 @@ class Log:
         self._truncated_to: int | None = None
         self._dir_lock: PartitionDirLock | None = None
         self._epochs: LeaderEpochFileCache | None = None
+        self._topic_id: str | None = None
 
     # -- opening -----------------------------------------------------------
 
@@ -245,7 +248,7 @@ class Log:
     def open(cls, path: str, config: LogConfig | dict | None = None, *,
              recovery_point: int | None = None, log_start_offset: int = 0,
              had_clean_shutdown: bool | None = None,
-             time_ms: Callable[[], int] | None = None) -> Log:
+             time_ms: Callable[[], int] | None = None, topic_id: str | None = None) -> Log:
         """Open the log in directory ``path``, creating it if needed, and recover it.
 
         ``recovery_point``, ``log_start_offset`` and ``had_clean_shutdown``
@@ -254,6 +257,10 @@ class Log:
         :data:`CLEAN_SHUTDOWN_FILE` in ``path`` and removes it, so a crash
         from now on counts as unclean; without a recovery point an unclean
         open re-validates every segment.
+
+        ``topic_id`` (a Uuid string) is checked against the directory's
+        ``partition.metadata`` (:class:`~kafkastore.errors.InconsistentTopicIdError` if it
+        differs) or written there if the directory has none.
         """
         # an object store cannot hold a log being written: refuse s3:// and the like
         # before anything is created (file:// is a local path)
@@ -279,6 +286,17 @@ class Log:
             raise
         log._dir_lock = lock
         try:
+            log._topic_id = read_topic_id(path)
+            if topic_id is not None:
+                check_topic_id(topic_id)
+                if log._topic_id is None:
+                    write_topic_id(path, topic_id)
+                    log._topic_id = topic_id
+                elif log._topic_id != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"Tried to assign topic ID {topic_id} to log for topic partition "
+                        f"{os.path.basename(path)}, but log already contained topic ID "
+                        f"{log._topic_id}", path=path)
             log._load(bool(had_clean_shutdown),
                       0 if recovery_point is None else recovery_point, log_start_offset)
         except BaseException:
@@ -461,6 +479,11 @@ class Log:
                     latest = epochs.latest_epoch()
                     if latest is None or epoch > latest:
                         epochs.assign(epoch, header.base_offset)
+
+    @property
+    def topic_id(self) -> str | None:
+        """The topic id of ``partition.metadata``, or None."""
+        return self._topic_id
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochFileCache:

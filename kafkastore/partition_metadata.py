@@ -1,0 +1,86 @@
+"""A partition directory's topic id: Kafka's ``PartitionMetadataFile``.
+
+File ``<partition dir>/partition.metadata``, UTF-8, exactly (no trailing newline)::
+
+    version: 0
+    topic_id: <Uuid>
+
+where the Uuid is the 16-byte topic id in URL-safe base64 without padding (22
+characters). Reading splits each of the first two lines on ``":\\s+"`` and requires two
+tokens, the version 0 and a Uuid other than all zeros (Kafka's ``ZERO_UUID``), as
+``PartitionMetadataReadBuffer`` does. Written with :func:`~kafkastore.checkpoint.
+write_atomically` (``.tmp``, fsync, rename, directory fsync).
+
+Thread-safety: stateless functions; the owning log writes it under its lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+
+from kafkastore import _fileio
+from kafkastore.checkpoint import write_atomically
+from kafkastore.errors import CorruptCheckpointError
+
+__all__ = [
+    "PARTITION_METADATA_FILENAME",
+    "check_topic_id",
+    "read_topic_id",
+    "write_topic_id",
+]
+
+PARTITION_METADATA_FILENAME = "partition.metadata"
+_VERSION = 0
+_SPLIT = re.compile(r":\s+")
+_ZERO = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def check_topic_id(topic_id: str) -> str:
+    """``topic_id`` if it is a Uuid string Kafka writes (22 URL-safe base64 characters
+    of 16 bytes, not all zeros); ValueError otherwise."""
+    if not isinstance(topic_id, str) or not re.fullmatch(r"[A-Za-z0-9_-]{22}", topic_id):
+        raise ValueError(f"topic id {topic_id!r} is not a Uuid (22 characters of URL-safe "
+                         f"base64 without padding)")
+    if len(base64.urlsafe_b64decode(topic_id + "==")) != 16 or topic_id == _ZERO:
+        raise ValueError(f"topic id {topic_id!r} is not a valid topic id")
+    return topic_id
+
+
+def read_topic_id(directory: str) -> str | None:
+    """The topic id in ``directory``'s ``partition.metadata``; None without the file.
+
+    Raises :class:`~kafkastore.errors.CorruptCheckpointError` (path and line) for a file
+    Kafka would not read."""
+    path = os.path.join(directory, PARTITION_METADATA_FILENAME)
+    data = _fileio.read_file(path)
+    if data is None:
+        return None
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        raise CorruptCheckpointError("partition.metadata is not UTF-8", path=path,
+                                     line=1) from None
+    fields = []
+    for number, name in ((1, "version"), (2, "topic_id")):
+        parts = _SPLIT.split(lines[number - 1]) if len(lines) >= number else []
+        if len(parts) != 2 or parts[0] != name:
+            raise CorruptCheckpointError(
+                f"Malformed line in partition.metadata: expected '{name}: <value>'",
+                path=path, line=number)
+        fields.append(parts[1])
+    if fields[0] != str(_VERSION):
+        raise CorruptCheckpointError(
+            f"Unrecognized version of partition metadata file: {fields[0]}", path=path, line=1)
+    try:
+        return check_topic_id(fields[1].strip())
+    except ValueError as exc:
+        raise CorruptCheckpointError(str(exc), path=path, line=2) from None
+
+
+def write_topic_id(directory: str, topic_id: str) -> None:
+    """Write ``partition.metadata`` with ``topic_id`` (Kafka's exact bytes)."""
+    check_topic_id(topic_id)
+    write_atomically(os.path.join(directory, PARTITION_METADATA_FILENAME),
+                     f"version: {_VERSION}\ntopic_id: {topic_id}".encode())
