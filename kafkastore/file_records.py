@@ -628,7 +628,7 @@ class LogSlice:
         self.file = file
         self.position = position
         self.size = size
-        self._generation = getattr(file, "truncations", 0)
+        self._generation = file.truncations
         self.first_offset = first_offset
         self.first_entry_incomplete = first_entry_incomplete
         self._data = data if data is not None and len(data) == size else None
@@ -647,7 +647,7 @@ class LogSlice:
         if self._data is not None:
             return self._data
         data = self.file.read(self.position, self.size)
-        if getattr(self.file, "truncations", 0) != self._generation:
+        if self.file.truncations != self._generation:
             # the file was truncated since this slice was taken (a follower's cut,
             # possibly followed by new appends): keep only the bytes below the cut, the
             # slice as it was then (a partial last entry is skipped by every reader)

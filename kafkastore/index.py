@@ -116,14 +116,13 @@ class TimestampOffset(NamedTuple):
 _tuple_new = tuple.__new__
 
 
-#: The hot lookups (``OffsetIndex.lookup``, ``lookup_with_next``, ``TimeIndex.lookup``)
-#: read the entry count *before* the view instead of capping it (40 ns a lookup): a view
-#: taken later is the same map or a newer one, and every map since then holds at least
-#: that many entries, except after a truncation followed by a trim (a follower's
-#: ``truncate_to``, then a roll); there the kernel's bounds check raises ``ValueError``,
-#: which ``Log.read`` and ``Log.offset_for_timestamp`` answer by looking up again under
-#: the log's lock. Colder lookups cap the count with :func:`_valid`.
-_HOT_ORDER = None
+# The hot lookups (``OffsetIndex.lookup``, ``lookup_with_next``, ``TimeIndex.lookup``)
+# read the entry count *before* the view instead of capping it (40 ns a lookup): a view
+# taken later is the same map or a newer one, and every map since then holds at least
+# that many entries, except after a truncation followed by a trim (a follower's
+# ``truncate_to``, then a roll); there the kernel's bounds check raises ``ValueError``,
+# which ``Log.read`` and ``Log.offset_for_timestamp`` answer by looking up again under
+# the log's lock. Colder lookups cap the count with :func:`_valid`.
 
 
 def _valid(entries: int, view, size: int) -> int:
@@ -720,7 +719,7 @@ class OffsetIndex(AbstractIndex):
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``
         when there is none (empty index, or a target below the first entry)."""
-        entries = self._entries   # before the view: see _HOT_ORDER
+        entries = self._entries   # before the view: see the note above _valid
         view = self._view
         if view is None:
             raise self._closed()
@@ -739,7 +738,7 @@ class OffsetIndex(AbstractIndex):
         The batch holding ``target_offset`` starts after ``position`` (at it when
         ``offset == target_offset``) and at or before the next entry's position.
         """
-        entries = self._entries  # once, and before the view: see _HOT_ORDER
+        entries = self._entries  # once, and before the view: see the note above _valid
         view = self._view
         if view is None:
             raise self._closed()
@@ -882,7 +881,7 @@ class TimeIndex(AbstractIndex):
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= ``target_timestamp``, or
         ``(NO_TIMESTAMP, base_offset)`` when there is none."""
-        entries = self._entries   # before the view: see _HOT_ORDER
+        entries = self._entries   # before the view: see the note above _valid
         view = self._view
         if view is None:
             raise self._closed()

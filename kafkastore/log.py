@@ -173,7 +173,7 @@ class _AppendPlan(NamedTuple):
         codec = _target_codec(config, None)
         log_append = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         return cls(int(codec) | (_TS_TYPE_BIT if log_append else 0),
-                   _codec_level(config, codec), log_append,
+                   codec_level(config, codec), log_append,
                    config.message_timestamp_before_max_ms < _NO_LIMIT
                    or config.message_timestamp_after_max_ms < _NO_LIMIT)
 
@@ -186,9 +186,6 @@ def _target_codec(config: LogConfig, compression) -> CompressionType:
     if config.compression_type == "producer":
         return CompressionType.NONE
     return CompressionType.parse(config.compression_type)
-
-
-_codec_level = codec_level
 
 
 class Log:
@@ -635,7 +632,7 @@ class Log:
             if compression is not None:
                 codec = _target_codec(self._config, compression)
                 attributes = (attributes & ~0x07) | int(codec)
-                level = _codec_level(self._config, codec)
+                level = codec_level(self._config, codec)
             if compression_level is not None:
                 validate_level(attributes & 0x07, compression_level)
                 level = compression_level
