@@ -45,6 +45,12 @@ __all__ = [
     "LogCleaningAbortedError",
     "StorageError",
     "StorageFileNotFoundError",
+    "CorruptSnapshotError",
+    "ProducerStateError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
 ]
 
 
@@ -466,3 +472,40 @@ class StorageFileNotFoundError(StorageError, FileNotFoundError):
     """A file or object is not there (any more): deleted by retention or the log cleaner
     after it was listed, a wrong path, or a prefix with nothing under it. Never retried.
     Also a :class:`FileNotFoundError`."""
+
+
+class CorruptSnapshotError(KafkaStoreError, ValueError):
+    """A producer-state snapshot (``<offset>.snapshot``) that cannot be read (Kafka's
+    ``CorruptSnapshotException``): an unknown version, a schema that does not parse (a
+    short or torn file) or a CRC-32C that does not match. A log that meets one while
+    opening deletes it and rebuilds the state from an older snapshot and the log."""
+
+
+class ProducerStateError(KafkaStoreError, ValueError):
+    """Base of the errors an idempotent or transactional append is refused with; ``offset``
+    is the offset the refused batch would have had. Nothing of the append is written."""
+
+    def __init__(self, message: str, *, producer_id: int | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.producer_id = producer_id
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """A producer's batch whose first sequence does not follow the last one the log holds
+    for that producer and epoch (Kafka's ``OutOfOrderSequenceException``), or a new epoch
+    that does not start at sequence 0."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """A batch or marker with a producer epoch below the last one the log holds for that
+    producer (Kafka's ``InvalidProducerEpochException``: the producer was fenced)."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch from a producer whose transaction is still open (Kafka's
+    ``InvalidTxnStateException``)."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A transaction marker whose coordinator epoch is below the last one the log holds for
+    the producer (Kafka's ``TransactionCoordinatorFencedException``: a zombie coordinator)."""

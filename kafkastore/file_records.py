@@ -26,6 +26,7 @@ from kafkastore.records import (
     iter_batches,
     scan_batches,
 )
+from kafkastore.txn_index import AbortedTransactionFilter
 
 __all__ = ["BatchHeader", "FileRecords", "StorageRecords", "LogSlice", "MAX_SEGMENT_SIZE",
            "read_chunks"]
@@ -316,13 +317,13 @@ class FileRecords:
         for header, _win_pos, _win in self._walk(start, end, window):
             yield header
 
-    def walk_headers(self, start: int = 0, *, header_size: int = 61,
+    def walk_headers(self, start: int = 0, *, end: int | None = None, header_size: int = 61,
                      window: int = 16384) -> Iterator[tuple[BatchHeader, bytes]]:
         """:meth:`walk`, with the first ``header_size`` bytes of each entry (fewer for a
         shorter entry): a v2 batch's attributes and producer fields without a read of
         its records or a map of the file. The bytes come from the walk's window when it
         holds them, otherwise from one ``pread``."""
-        for header, win_pos, win in self._walk(start, None, window):
+        for header, win_pos, win in self._walk(start, end, window):
             want = min(header_size, header.size)
             rel = header.position - win_pos
             if rel + want <= len(win):
@@ -620,7 +621,7 @@ class LogSlice:
     """
 
     __slots__ = ("file", "position", "size", "first_offset", "first_entry_incomplete", "_data",
-                 "_generation")
+                 "_generation", "aborted_transactions")
 
     def __init__(self, file: FileRecords, position: int, size: int,
                  first_offset: int | None = None, first_entry_incomplete: bool = False,
@@ -632,6 +633,8 @@ class LogSlice:
         self.first_offset = first_offset
         self.first_entry_incomplete = first_entry_incomplete
         self._data = data if data is not None and len(data) == size else None
+        # a read_committed read's aborted transactions (txn_index.AbortedTxn), else None
+        self.aborted_transactions = None
 
     def __len__(self) -> int:
         return self.size
@@ -668,9 +671,15 @@ class LogSlice:
             raise exc.with_context(path=self.file.path, position_base=self.position) from None
 
     def records(self, *, validate: bool = True, include_control: bool = False):
-        """Every record of the complete entries, from ``first_offset`` on."""
+        """Every record of the complete entries, from ``first_offset`` on; for a
+        read_committed read (``aborted_transactions`` set) without the records of
+        aborted transactions, as Kafka's consumer drops them."""
         start = self.first_offset
+        txn_filter = None if self.aborted_transactions is None else \
+            AbortedTransactionFilter(self.aborted_transactions)
         for batch in self.batches(validate=validate):
+            if txn_filter is not None and not txn_filter.keep(batch):
+                continue
             if batch.is_control and not include_control:
                 continue
             if start is not None and batch.last_offset < start:

@@ -22,10 +22,12 @@ import crc32c
 
 from kafkastore import _fileio
 from kafkastore._kernels import entry_walk
+from kafkastore.checkpoint import TEMP_SUFFIX
 from kafkastore.compression import validate_level
 from kafkastore.config import LogConfig
 from kafkastore.errors import (
     CorruptIndexError,
+    CorruptRecordError,
     InconsistentTopicIdError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -39,12 +41,30 @@ from kafkastore.errors import (
     UnsafePathError,
 )
 from kafkastore.file_records import LogSlice
-from kafkastore.leader_epoch import LeaderEpochFileCache
+from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
 from kafkastore.log_dir import PartitionDirLock
-from kafkastore.partition_metadata import check_topic_id, read_topic_id, write_topic_id
+from kafkastore.partition_metadata import (
+    PARTITION_METADATA_FILENAME,
+    check_topic_id,
+    read_topic_id,
+    write_topic_id,
+)
+from kafkastore.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerBatch,
+    ProducerStateEntry,
+    ProducerStateManager,
+    iter_producer_batches,
+    list_snapshot_offsets,
+    producer_batch,
+)
 from kafkastore.records import (
     CompressionType,
+    ControlRecordType,
     TimestampType,
+    encode_control_batch,
     encode_v2,
     iter_batches,
     scan_batches,
@@ -64,7 +84,10 @@ from kafkastore.segment import (
     segment_file,
 )
 from kafkastore.storage import require_local_path
+from kafkastore.txn_index import AbortedTxn
 from kafkastore.validator import (  # the v2 header layout, in one place for the log layer
+    _CONTROL_BIT,
+    _I16,
     _I32,
     _I64,
     _LEGACY_ATTRS,
@@ -75,6 +98,7 @@ from kafkastore.validator import (  # the v2 header layout, in one place for the
     _V2_CRC,
     _V2_LEADER_EPOCH,
     _V2_MAX_TS,
+    _V2_PRODUCER_ID,
     LogValidator,
     check_produce_size,
     codec_level,
@@ -88,6 +112,8 @@ __all__ = [
     "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
     "Log",
     "LogAppendInfo",
 ]
@@ -99,6 +125,9 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
 
 #: Kafka's clean-shutdown marker name. Kafka keeps it per log *directory*;
 #: a :class:`Log` opened on its own keeps it in the partition directory,
@@ -112,6 +141,8 @@ _find_entry = entry_walk.find_entry
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 _FOUND, _END = entry_walk.FOUND, entry_walk.END
 _FIRST_OFFSET = -(1 << 63)
+_STALE_TEMP_FILES = frozenset(name + TEMP_SUFFIX for name in (
+    LEADER_EPOCH_CHECKPOINT_FILENAME, PARTITION_METADATA_FILENAME))
 
 
 def _raise_storage_error(exc: OSError, what: str, path: str) -> NoReturn:
@@ -149,6 +180,7 @@ class LogAppendInfo(NamedTuple):
     log_start_offset: int
     valid_bytes: int
     num_batches: int
+    duplicate: bool = False       # a producer's retried batch: nothing was written
 
 
 def _now_ms() -> int:
@@ -197,7 +229,11 @@ class Log:
     ``.cleaned`` and ``.swap`` files are the cleaner's crash-safe swap,
     finished or rolled back on open; ``leader-epoch-checkpoint`` holds the partition's
     leader epochs (:class:`~kafkastore.leader_epoch.LeaderEpochFileCache`, written once
-    an appended batch carries an epoch). A :class:`Log` opened on its own also
+    an appended batch carries an epoch); ``<offset>.snapshot`` files hold the producer
+    state (:class:`~kafkastore.producer_state.ProducerStateManager`: one per segment base,
+    written on roll, and one at the log end offset, written on close) and a segment's
+    ``.txnindex`` its aborted transactions (:class:`~kafkastore.txn_index.TransactionIndex`).
+    A :class:`Log` opened on its own also
     keeps ``.kafka_cleanshutdown`` in the directory between a clean
     :meth:`close` and the next :meth:`open`. An open log holds an exclusive ``flock`` on
     its directory (:class:`~kafkastore.log_dir.PartitionDirLock`, no file): a second
@@ -205,7 +241,9 @@ class Log:
     :class:`~kafkastore.errors.LogDirectoryLockedError`.
 
     Invariants: segments are ordered by base offset, the last one is the
-    active segment, and there is always at least one;
+    active segment, and there is always at least one; ``log_start_offset <=
+    last_stable_offset <= log_end_offset`` unless a transaction began below a start
+    offset retention moved past it;
     ``log_start_offset <= log_end_offset``; ``recovery_point <=
     log_end_offset``; offsets never go backwards except through
     :meth:`truncate_to`.
@@ -237,6 +275,10 @@ class Log:
         self._dir_lock: PartitionDirLock | None = None
         self._epochs: LeaderEpochFileCache | None = None
         self._topic_id: str | None = None
+        self._producer_id_expiration_ms = 86_400_000
+        self._producers: ProducerStateManager | None = None
+        self._pending_snapshot_deletes: list[tuple[int, str]] = []
+        self._recovered_segments = False   # (a scratch producer state wrote snapshots)
 
     # -- opening -----------------------------------------------------------
 
@@ -245,7 +287,8 @@ class Log:
     def open(cls, path: str, config: LogConfig | dict | None = None, *,
              recovery_point: int | None = None, log_start_offset: int = 0,
              had_clean_shutdown: bool | None = None,
-             time_ms: Callable[[], int] | None = None, topic_id: str | None = None) -> Log:
+             time_ms: Callable[[], int] | None = None, topic_id: str | None = None,
+             producer_id_expiration_ms: int = 86_400_000) -> Log:
         """Open the log in directory ``path``, creating it if needed, and recover it.
 
         ``recovery_point``, ``log_start_offset`` and ``had_clean_shutdown``
@@ -258,6 +301,10 @@ class Log:
         ``topic_id`` (a Uuid string) is checked against the directory's
         ``partition.metadata`` (:class:`~kafkastore.errors.InconsistentTopicIdError` if it
         differs) or written there if the directory has none.
+
+        ``producer_id_expiration_ms`` is Kafka's ``producer.id.expiration.ms`` (a broker
+        setting): how long an idle producer's state is kept (see
+        :meth:`remove_expired_producers`).
         """
         # an object store cannot hold a log being written: refuse s3:// and the like
         # before anything is created (file:// is a local path)
@@ -278,6 +325,7 @@ class Log:
                     _fileio.fs.unlink(marker)
                     _fileio.fs.fsync_dir(path)
             log = cls(path, config, time_ms=time_ms or _now_ms, standalone=standalone)
+            log._producer_id_expiration_ms = producer_id_expiration_ms
         except BaseException:
             lock.release()
             raise
@@ -317,10 +365,15 @@ class Log:
                         path=path, log_dir=self.dir)
                 names.append(entry.name)
         names.sort()
-        # 1. temporary files: .deleted go, .cleaned go, .swap past a .cleaned go
+        # 1. temporary files: .deleted go, .cleaned go, .swap past a .cleaned go; and the
+        # .tmp of a checkpoint of this directory whose write a crash interrupted (the
+        # write replaces it anyway; without this it would stay until the next change)
         cleaned_min = None
         swaps = []
         for name in names:
+            if name in _STALE_TEMP_FILES:
+                fs.unlink(os.path.join(self.dir, name))
+                continue
             if not name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
                 continue   # (no stat for the ordinary files: a clean open lists 1000s)
             full = os.path.join(self.dir, name)
@@ -373,6 +426,8 @@ class Log:
         with os.scandir(self.dir) as listing:
             is_file = {e.name: e.is_file() for e in listing}   # d_type: no stat per file
         names = sorted(is_file)
+        self._producers = self._new_producer_state(list_snapshot_offsets(
+            n for n in names if is_file[n]))
         present = set(names)
         segments = []
         for name in names:
@@ -397,11 +452,13 @@ class Log:
                 # Kafka's check (the offset index exists); the content checks run when an
                 # index is first used, so opening maps no index file
                 seg.defer_sanity_check(time_index_newly_created,
-                                       offset_index_exists=stem + INDEX_FILE_SUFFIX in present)
+                                       offset_index_exists=stem + INDEX_FILE_SUFFIX in present,
+                                       txn_index_exists=stem + TXN_INDEX_FILE_SUFFIX in present)
             except CorruptIndexError as exc:
                 logger.warning("Could not find a valid index for segment %s (%s); rebuilding it",
                                seg.log.path, exc)
-                self._recover_segment(seg)
+                self._set_segments(segments)   # (the producer state below it is rebuilt)
+                self._recover_segment(seg, log_start_offset)
             segments.append(seg)
         self._set_segments(segments)
         is_deleted_dir = self.dir.rstrip(os.sep).endswith("-delete")
@@ -414,7 +471,7 @@ class Log:
             return
         # 7. recover
         if not clean:
-            self._recover_from(recovery_point)
+            self._recover_from(recovery_point, log_start_offset)
         if self._segments:
             next_offset = self._segments[-1].read_next_offset()
             if next_offset < log_start_offset:
@@ -424,6 +481,8 @@ class Log:
                     seg.close_handlers()
                     seg.delete_if_exists()
                 self._set_segments([])
+                self._epochs.clear()
+                self._producers.truncate_fully_and_start_at(log_start_offset)
         if not self._segments:
             self._set_segments([self._new_segment(log_start_offset)])
         self._next_offset = self._segments[-1].read_next_offset()
@@ -439,11 +498,89 @@ class Log:
         # past the recovered end, or below a start offset that moved since)
         self._epochs.truncate_from_end(self._next_offset)
         self._epochs.truncate_from_start(self._log_start_offset)
+        # 11. producer state: stray snapshots go, then the state at the log end offset
+        # (a recovery's scratch managers wrote and deleted snapshots: list them again)
+        self._producers.remove_stray_snapshots(self._bases, reload=self._recovered_segments)
+        self._rebuild_producer_state(self._producers, self._next_offset, clean)
 
-    def _recover_segment(self, seg: LogSegment) -> int:
-        return seg.recover()
+    def _new_producer_state(self, snapshot_offsets=None) -> ProducerStateManager:
+        return ProducerStateManager(self.dir, self._producer_id_expiration_ms, self._time_ms,
+                                    snapshot_offsets=snapshot_offsets)
 
-    def _recover_from(self, recovery_point: int) -> None:
+    def _recover_segment(self, seg: LogSegment, log_start_offset: int = 0) -> int:
+        """Kafka's ``LogLoader.recoverSegment``: the producer state at the segment's base
+        (a scratch manager: snapshot plus replay), the segment recovered with it (its
+        ``.txnindex`` rebuilt), and a snapshot at its end so that the next segment's
+        recovery replays no more than itself."""
+        self._recovered_segments = True
+        producers = self._new_producer_state()
+        self._rebuild_producer_state(producers, seg.base_offset, False, log_start_offset,
+                                     upto=seg)
+        truncated = seg.recover(producers)
+        producers.take_snapshot()
+        return truncated
+
+    def _rebuild_producer_state(self, producers: ProducerStateManager, last_offset: int,
+                                reload_from_clean_shutdown: bool,
+                                log_start_offset: int | None = None, *,
+                                upto: LogSegment | None = None) -> None:
+        """Kafka's ``UnifiedLog.rebuildProducerState``: load the latest snapshot at or
+        below ``last_offset`` and replay the batches from it to ``last_offset``.
+
+        After a clean shutdown with no snapshot at all (a directory from before producer
+        state was kept) nothing is replayed: empty snapshots are written at the last two
+        segment bases and ``last_offset`` instead, as Kafka does on upgrade."""
+        start = self._log_start_offset if log_start_offset is None else log_start_offset
+        segments = [s for s in self._segments if upto is None or s.base_offset < upto.base_offset]
+        to_snapshot = [s.base_offset for s in segments[-2:]] + [last_offset]
+        if producers.latest_snapshot_offset() is None and reload_from_clean_shutdown:
+            for offset in to_snapshot:
+                producers.update_map_end_offset(offset)
+                producers.take_snapshot()
+            return
+        empty_before = producers.is_empty and producers.map_end_offset >= last_offset
+        producers.truncate_and_reload(start, last_offset, self._time_ms())
+        if last_offset > producers.map_end_offset and not empty_before:
+            bases = [s.base_offset for s in segments]
+            first = max(0, bisect.bisect_right(bases, producers.map_end_offset) - 1)
+            for seg in segments[first:]:
+                if seg.base_offset >= last_offset:
+                    break
+                begin = max(seg.base_offset, producers.map_end_offset, start)
+                producers.update_map_end_offset(begin)
+                if seg.base_offset in to_snapshot:
+                    producers.take_snapshot()
+                try:
+                    self._replay_segment(producers, seg, begin, last_offset,
+                                         seg is segments[-1] or
+                                         segments[segments.index(seg) + 1].base_offset
+                                         > last_offset)
+                except CorruptRecordError as exc:
+                    # a segment not recovered yet (the loader rebuilds a missing index
+                    # before recovery runs): its bad tail ends the replay; recovery
+                    # cuts it and, as it then drops every later segment, what was
+                    # built on it goes too
+                    logger.warning("Producer state replay of %s stopped at a bad entry: %s",
+                                   seg.log.path, exc)
+        producers.update_map_end_offset(last_offset)
+        producers.take_snapshot()
+
+    @staticmethod
+    def _replay_segment(producers: ProducerStateManager, seg: LogSegment, begin: int,
+                        last_offset: int, holds_last: bool) -> None:
+        """Replay ``seg``'s batches from ``begin`` up to, not including, ``last_offset``."""
+        found = seg.translate_offset(begin)
+        if found is None:
+            return
+        limit = seg.size
+        if holds_last:
+            end = seg.translate_offset(last_offset)
+            if end is not None:
+                limit = end.position
+        walk = seg.log.walk_headers(found.position, end=limit)
+        producers.apply_batches(iter_producer_batches(walk, seg.log.read, seg.log.path))
+
+    def _recover_from(self, recovery_point: int, log_start_offset: int = 0) -> None:
         segments = list(self._segments)
         if not segments:
             return
@@ -451,7 +588,7 @@ class Log:
         for i in range(start, len(segments)):
             seg = segments[i]
             try:
-                truncated = self._recover_segment(seg)
+                truncated = self._recover_segment(seg, log_start_offset)
             except (InvalidOffsetError, OSError) as exc:
                 logger.warning("Found invalid offset during recovery of %s (%s); emptying it",
                                seg.log.path, exc)
@@ -543,6 +680,50 @@ class Log:
     def log_end_offset(self) -> int:
         """The offset the next appended record gets (Kafka's LEO)."""
         return self._next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the oldest transaction not yet decided (by a
+        COMMIT or ABORT marker), else the log end offset. read_committed reads stop here."""
+        first = self._producers.first_unstable_offset()
+        end = self._next_offset
+        return end if first is None or first > end else first
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, or None."""
+        return self._producers.first_unstable_offset()
+
+    @property
+    def producer_state_manager(self) -> ProducerStateManager:
+        """The partition's producer state (Kafka's ``ProducerStateManager``); mutate it
+        only under :attr:`lock`."""
+        return self._producers
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` with no open transaction
+        (Kafka's periodic ``removeExpiredProducers``, run by the ``LogManager``); returns
+        how many. A later retry from a forgotten producer is accepted with any sequence."""
+        with self._lock:
+            if self._closed:
+                return 0
+            return self._producers.remove_expired_producers(
+                self._time_ms() if now_ms is None else now_ms)
+
+    def collect_aborted_transactions(self, start_offset: int,
+                                     upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a read of ``[start_offset, upper_bound_offset)`` needs
+        (Kafka's ``collectAbortedTransactions``): from the ``.txnindex`` of the segment
+        holding ``start_offset`` on, until one index says no later one can matter."""
+        segments, bases = self._segments, self._bases
+        i = max(0, bisect.bisect_right(bases, start_offset) - 1)
+        out: list[AbortedTxn] = []
+        for seg in segments[i:]:
+            found = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(found.aborted)
+            if found.complete:
+                break
+        return out
 
     @property
     def recovery_point(self) -> int:
@@ -638,6 +819,10 @@ class Log:
                 level = compression_level
             if is_transactional:
                 attributes |= _TRANSACTIONAL_BIT
+            if producer_id >= 0 and base_sequence < 0:
+                raise InvalidRecordError(
+                    f"Invalid sequence number {base_sequence} in record batch with producerId "
+                    f"{producer_id} in the append to {self.dir}", path=self.dir)
             log_append = plan.log_append_time
             first = self._next_offset
             data = encode_v2(records, first, attributes, level,
@@ -650,18 +835,27 @@ class Log:
                 self._check_timestamps(data, now)
             size = len(data)
             self._check_batch_size(size, 0)
+            updates = None
+            if producer_id >= 0:
+                batch = ProducerBatch(producer_id, producer_epoch, base_sequence, first, last,
+                                      max_ts, is_transactional, False, None)
+                found = self._analyze_producers([batch], AppendOrigin.CLIENT)[0]
+                if type(found) is not list:
+                    return self._duplicate_info(found, size, 1)
+                updates = found
             try:
                 if partition_leader_epoch >= 0:
                     self._assign_epoch(data, first)
-                self._append_set(data, first, last, max_ts, last, size, now)
+                self._append_set(data, first, last, max_ts, last, size, now, None, updates)
             except OSError as exc:
                 _raise_storage_error(exc, "append", self.dir)
             return _tuple_new(LogAppendInfo, (first, last, max_ts, last,
                                               now if log_append else -1,
-                                              self._log_start_offset, size, 1))
+                                              self._log_start_offset, size, 1, False))
 
     def append_batches(self, data, *, assign_offsets: bool = True,
-                       leader_epoch: int | None = None) -> LogAppendInfo:
+                       leader_epoch: int | None = None,
+                       origin: str = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Append batches encoded elsewhere (a producer's or a leader's bytes).
 
         Every entry's size, structure and CRC are checked; a partial entry at the end
@@ -681,11 +875,26 @@ class Log:
         given, is stamped into each batch as the partition leader epoch. An entry
         larger than ``max.message.bytes`` is refused.
 
+        Batches with a producer id go through the producer state as in Kafka: a retry
+        of one of the producer's last five batches (same epoch and sequence range) is
+        not written again and is answered with its original offsets (``duplicate``
+        set); a sequence that does not follow, a fenced producer epoch or a
+        non-transactional batch inside an open transaction is refused
+        (:class:`~kafkastore.errors.OutOfOrderSequenceError`,
+        :class:`~kafkastore.errors.InvalidProducerEpochError`,
+        :class:`~kafkastore.errors.InvalidTxnStateError`) before anything of the call is
+        written. ``origin="coordinator"`` is a transaction coordinator's append: control
+        batches (transaction markers) are allowed and sequences are not checked (see
+        :meth:`append_end_txn_marker`).
+
         With ``assign_offsets=False`` (a follower, ``appendAsFollower``) nothing is
         validated or rewritten: the offsets must increase and start at or above the
         log end offset, and the whole input is appended as one record set (one index
-        entry at most), its max timestamp taken from the batch headers.
+        entry at most), its max timestamp taken from the batch headers. Producer state
+        is recorded without checks (Kafka's replication origin).
         """
+        if origin not in (AppendOrigin.CLIENT, AppendOrigin.COORDINATOR):
+            raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
         view = memoryview(data)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
@@ -708,14 +917,15 @@ class Log:
             now = self._time_ms()
             if assign_offsets:
                 return self._append_as_leader(view, positions, sizes, magics, valid_bytes,
-                                              now, leader_epoch)
+                                              now, leader_epoch, origin)
             return self._append_as_follower(view, positions, sizes, magics, lasts, max_tss,
                                             bases, valid_bytes, now)
 
     def _append_as_leader(self, view, positions, sizes, magics, valid_bytes, now,
-                          leader_epoch) -> LogAppendInfo:
-        """Kafka's leader path: every produce validated (LogValidator) before any is
-        written, then each appended as Kafka appends one produce request."""
+                          leader_epoch, origin) -> LogAppendInfo:
+        """Kafka's leader path: every produce validated (LogValidator, then the producer
+        state) before any is written, then each appended as Kafka appends one produce
+        request. A produce that retries a producer's earlier batch is not written."""
         for i in range(len(positions)):
             self._check_batch_size(sizes[i], positions[i])
         buf = bytearray(view[:valid_bytes])
@@ -723,31 +933,129 @@ class Log:
         validator = self._validator
         counter = self._next_offset
         produces = []
+        duplicates = []
         groups = (range(0, 1),) if len(positions) == 1 else \
             split_produces(magics, legacy_attrs, self.dir)   # (one batch: one produce)
+        shadow: dict = {}   # producer state as the produces before this one leave it
         for group in groups:
+            pos = positions[group[0]]
+            has_pid = magics[0] >= 2 and _I64.unpack_from(buf, pos + _V2_PRODUCER_ID)[0] >= 0
+            if has_pid and origin == AppendOrigin.CLIENT:
+                duplicate = self._find_duplicate(buf[pos:pos + _V2_HEADER], shadow)
+                if duplicate is not None:
+                    duplicates.append(duplicate)
+                    continue
             produce = validator.validate(buf, [positions[i] for i in group],
                                          [sizes[i] for i in group], magics[0], counter, now,
-                                         leader_epoch)
+                                         leader_epoch, origin)
             if produce.size_maybe_changed:
                 check_produce_size(self._config, len(produce.data), self.dir)
             self._check_segment_size(len(produce.data))   # before anything is written
-            produces.append(produce)
+            updates = None
+            if has_pid:
+                data = produce.data
+                batch = producer_batch(data[:_V2_HEADER], lambda d=data: bytes(d), self.dir)
+                updates = self._analyze_producers([batch], origin, shadow)[0]
+            produces.append((produce, updates))
             counter = produce.last_offset + 1
-        max_ts, shallow = -1, produces[0].last_offset
+        if not produces:
+            return self._duplicate_info(duplicates[0], valid_bytes, len(positions))
+        max_ts, shallow = -1, produces[0][0].last_offset
         try:
-            for p in produces:
+            for p, updates in produces:
                 self._assign_epoch(p.data, p.first_offset)
                 self._append_set(p.data, p.first_offset, p.last_offset, p.max_timestamp,
-                                 p.shallow_offset_of_max_timestamp, len(p.data), now)
+                                 p.shallow_offset_of_max_timestamp, len(p.data), now, None,
+                                 updates)
                 if p.max_timestamp > max_ts:
                     max_ts, shallow = p.max_timestamp, p.shallow_offset_of_max_timestamp
         except OSError as exc:
             _raise_storage_error(exc, "append", self.dir)
         log_append = validator.log_append_time
-        return _tuple_new(LogAppendInfo, (produces[0].first_offset, produces[-1].last_offset,
-                                          max_ts, shallow, now if log_append else -1,
-                                          self._log_start_offset, valid_bytes, len(positions)))
+        return _tuple_new(LogAppendInfo, (produces[0][0].first_offset,
+                                          produces[-1][0].last_offset, max_ts, shallow,
+                                          now if log_append else -1, self._log_start_offset,
+                                          valid_bytes, len(positions), False))
+
+    # -- producer state of an append ----------------------------------------------------
+
+    def _find_duplicate(self, header, shadow: dict):
+        """The metadata of the batch that ``header``'s batch retries, or None (Kafka's
+        ``findDuplicateBatch`` against the producer's last five batches)."""
+        if _I16.unpack_from(header, _V2_ATTRS)[0] & _CONTROL_BIT:
+            return None   # a marker is never a retry (and the validator refuses a client's)
+        batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
+        if batch is None:
+            return None
+        entry = shadow.get(batch.producer_id) or self._producers.last_entry(batch.producer_id)
+        return None if entry is None else entry.find_duplicate_batch(batch)
+
+    def _analyze_producers(self, batches, origin: str, shadow: dict | None = None) -> list:
+        """Check ``batches`` (one produce each) against the producer state, in order, each
+        seeing the ones before it (``shadow``); nothing is applied. Per batch a duplicate's
+        :class:`~kafkastore.producer_state.BatchMetadata`, or the ``[(append info,
+        completed transaction or None)]`` to apply once it is written."""
+        shadow = {} if shadow is None else shadow
+        out = []
+        for batch in batches:
+            pid = batch.producer_id
+            current = shadow.get(pid) or self._producers.last_entry(pid) or \
+                ProducerStateEntry(pid)
+            if origin == AppendOrigin.CLIENT and not batch.is_control:
+                duplicate = current.find_duplicate_batch(batch)
+                if duplicate is not None:
+                    out.append(duplicate)
+                    continue
+            info = ProducerAppendInfo(pid, current, origin, self.dir)
+            completed = info.append(batch)
+            after = ProducerStateEntry(pid, current.producer_epoch, current.coordinator_epoch,
+                                       current.last_timestamp, current.current_txn_first_offset,
+                                       current.batch_metadata)
+            after.update_from(info.updated)
+            shadow[pid] = after
+            out.append([(info, completed)])
+        return out
+
+    def _apply_producer_updates(self, segment: LogSegment, updates) -> None:
+        """Kafka's step after ``LogSegment.append``: apply the producer updates, then
+        complete each transaction a marker ended (an aborted one goes to the segment's
+        ``.txnindex`` with the LSO after it)."""
+        producers = self._producers
+        for info, _completed in updates:
+            if info is not None:
+                producers.update(info)
+        for _info, completed in updates:
+            if completed is not None:
+                segment.update_txn_index(completed, producers.last_stable_offset(completed))
+                producers.complete_txn(completed)
+
+    def _duplicate_info(self, duplicate, valid_bytes: int, num_batches: int) -> LogAppendInfo:
+        """What Kafka answers a retried batch with: its original offsets."""
+        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                             duplicate.last_offset, duplicate.timestamp,
+                             self._log_start_offset, valid_bytes, num_batches, True)
+
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
+                              control_type: ControlRecordType | int | str, *,
+                              coordinator_epoch: int = 0, timestamp: int | None = None,
+                              leader_epoch: int | None = None) -> LogAppendInfo:
+        """Append a transaction marker (``COMMIT`` or ``ABORT``) for ``producer_id``, as a
+        transaction coordinator writes it (Kafka's ``appendAsLeader`` with the
+        coordinator origin): a control batch of one record, offset from the log end.
+
+        The marker ends the producer's open transaction: an ABORT writes the
+        transaction's entry to the ``.txnindex``, and the last stable offset moves past
+        it. A producer epoch below the producer's last one raises
+        :class:`~kafkastore.errors.InvalidProducerEpochError`, a coordinator epoch below
+        its last one :class:`~kafkastore.errors.TransactionCoordinatorFencedError`."""
+        if isinstance(control_type, str):
+            control_type = ControlRecordType[control_type.upper()]
+        data = encode_control_batch(control_type, producer_id=producer_id,
+                                    producer_epoch=producer_epoch,
+                                    coordinator_epoch=coordinator_epoch,
+                                    timestamp=self._time_ms() if timestamp is None else timestamp)
+        return self.append_batches(data, leader_epoch=leader_epoch,
+                                   origin=AppendOrigin.COORDINATOR)
 
     def _append_as_follower(self, view, positions, sizes, magics, lasts, max_tss, bases,
                             valid_bytes, now) -> LogAppendInfo:
@@ -772,17 +1080,40 @@ class Log:
         # a legacy wrapper's first offset is unknown without inflating it: Kafka rolls
         # at lastOffset - Integer.MAX_VALUE (then max with the LEO)
         roll_offset = lasts[-1] - _INT_MAX if magics[0] < 2 else None
+        updates = self._follower_producer_updates(view, positions, sizes) \
+            if magics[0] >= 2 else None
         try:
             if magics[0] >= 2:
                 for i in range(len(positions)):
                     self._assign_epoch(view[positions[i]:positions[i] + 61], bases[i])
             self._append_set(view[:valid_bytes], first, lasts[-1], max_ts, shallow,
-                             valid_bytes, now, roll_offset)
+                             valid_bytes, now, roll_offset, updates)
         except OSError as exc:
             _raise_storage_error(exc, "append", self.dir)
         return _tuple_new(LogAppendInfo, (first, lasts[-1], max_ts, shallow, -1,
                                           self._log_start_offset, valid_bytes,
-                                          len(positions)))
+                                          len(positions), False))
+
+    def _follower_producer_updates(self, view, positions, sizes) -> list | None:
+        """The producer updates of a follower's batches (replication origin: recorded, not
+        checked), one append info per producer as in Kafka's ``updateProducers``."""
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for pos, size in zip(positions, sizes):
+            if _I64.unpack_from(view, pos + _V2_PRODUCER_ID)[0] < 0:
+                continue
+            batch = producer_batch(view[pos:pos + _V2_HEADER],
+                                   lambda p=pos, n=size: bytes(view[p:p + n]), self.dir)
+            info = infos.get(batch.producer_id)
+            if info is None:
+                info = infos[batch.producer_id] = self._producers.prepare_update(
+                    batch.producer_id, AppendOrigin.REPLICATION)
+            txn = info.append(batch)
+            if txn is not None:
+                completed.append(txn)
+        if not infos:
+            return None
+        return [(info, None) for info in infos.values()] + [(None, t) for t in completed]
 
     def _check_batch_size(self, size: int, position: int) -> None:
         limit = self._config.max_message_bytes
@@ -809,7 +1140,7 @@ class Log:
 
     def _empty_info(self) -> LogAppendInfo:
         return LogAppendInfo(self._next_offset, self._next_offset - 1, -1, -1, -1,
-                             self._log_start_offset, 0, 0)
+                             self._log_start_offset, 0, 0, False)
 
     def _check_segment_size(self, size: int) -> None:
         limit = self._config.segment_bytes
@@ -821,7 +1152,7 @@ class Log:
 
     def _append_set(self, data, first_offset: int, last_offset: int, max_ts: int,
                     shallow_offset_of_max: int, size: int, now: int,
-                    roll_offset: int | None = None) -> None:
+                    roll_offset: int | None = None, producer_updates=None) -> None:
         """Append one record set as Kafka's ``UnifiedLog.append`` does: roll if due, then
         one ``LogSegment.append`` (at most one index entry), then flush if due."""
         config = self._config
@@ -838,6 +1169,11 @@ class Log:
             self._next_offset = max(self._next_offset, segment.read_next_offset())
             raise
         self._recovery_point = min(self._recovery_point, self._next_offset)
+        # (a failure to write the .txnindex below leaves the end offset moved: the
+        # batches are in the log, and a recovery rebuilds the index from them)
+        if producer_updates:
+            self._apply_producer_updates(segment, producer_updates)
+        self._producers.last_map_offset = self._next_offset
         if (self._next_offset - self._recovery_point >= config.flush_messages
                 or now - self._last_flush_ms >= config.flush_ms):
             self.flush()
@@ -851,7 +1187,7 @@ class Log:
             self._check_open()
             return self._roll(expected_next_offset)
 
-    def _roll(self, expected_next_offset: int | None) -> LogSegment:
+    def _roll(self, expected_next_offset: int | None, *, snapshot: bool = True) -> LogSegment:
         new_offset = max(expected_next_offset or 0, self._next_offset)
         active = self._segments[-1]
         segments = list(self._segments)
@@ -875,8 +1211,21 @@ class Log:
         segment = self._new_segment(new_offset)
         segments.append(segment)
         self._set_segments(segments)
-        # Kafka flushes everything below the new segment asynchronously and
-        # moves the recovery point; with no thread of our own it happens here
+        # a producer snapshot at the new base, so that recovering the new segment
+        # replays only itself (Kafka writes it unsynced and syncs it with the flush)
+        producers = self._producers
+        if snapshot:
+            producers.update_map_end_offset(new_offset)
+            snapshot = producers.take_snapshot(sync=False) is not None
+        # Kafka flushes the snapshot and everything below the new segment
+        # asynchronously and moves the recovery point; with no thread of our own it
+        # happens here
+        if snapshot:
+            try:
+                producers.flush_snapshot(new_offset)
+            except OSError as exc:
+                self._failed = exc   # never retry an fsync (see _flush_to)
+                raise
         self._flush_to(new_offset)
         self.delete_pending_segments()
         return segment
@@ -942,13 +1291,21 @@ class Log:
 
     # -- reading -----------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, min_one_message: bool = True) -> LogSlice:
+    def read(self, offset: int, max_bytes: int, min_one_message: bool = True,
+             isolation_level: str = READ_UNCOMMITTED) -> LogSlice:
         """A zero-copy slice of the log starting at the batch that holds ``offset``.
 
         At most ``max_bytes`` (but the whole first batch if
         ``min_one_message``); empty at the log end. Raises
         :class:`~kafkastore.errors.OffsetOutOfRangeError` outside
         ``[log_start_offset, log_end_offset]``.
+
+        ``isolation_level="read_committed"`` is Kafka's ``TXN_COMMITTED`` fetch: the slice
+        ends before the last stable offset (empty at or past it), and its
+        ``aborted_transactions`` lists the aborted transactions it may hold records of
+        (from the ``.txnindex`` files), which a consumer drops (the slice's
+        :meth:`~kafkastore.file_records.LogSlice.records` does). Otherwise
+        ``aborted_transactions`` is None.
 
         Lock-free: a roll (which trims the old active segment's indexes) or the
         delayed deletion of a removed segment may close a file under this read.
@@ -958,6 +1315,17 @@ class Log:
         """
         if self._closed:
             self._check_not_closed()
+        if isolation_level != READ_UNCOMMITTED:
+            if isolation_level != READ_COMMITTED:
+                raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or "
+                                 f"{READ_COMMITTED!r}, not {isolation_level!r}")
+            # (the LSO and the indexes change together under the lock)
+            with self._lock:
+                self._check_not_closed()
+                try:
+                    return self._read(offset, max_bytes, min_one_message, True, True)
+                except OSError as exc:
+                    _raise_storage_error(exc, "read", self.dir)
         try:
             return self._read(offset, max_bytes, min_one_message, False)
         except OffsetOutOfRangeError:
@@ -971,7 +1339,7 @@ class Log:
                     _raise_storage_error(exc, "read", self.dir)
 
     def _read(self, offset: int, max_bytes: int, min_one_message: bool,
-              locked: bool) -> LogSlice:
+              locked: bool, committed: bool = False) -> LogSlice:
         segments = self._segments
         bases = self._bases
         end = self._next_offset
@@ -981,19 +1349,33 @@ class Log:
                 f"Received request for offset {offset} for partition {self.dir}, but we only "
                 f"have log segments in the range {start} to {end}.", offset=offset,
                 path=self.dir)
-        if offset == end:
+        max_offset = self.last_stable_offset if committed else end
+        if offset >= max_offset:
             active = segments[-1]
-            return LogSlice(active.log, active.size, 0, offset)
+            empty = LogSlice(active.log, active.size, 0, offset)
+            if committed:
+                empty.aborted_transactions = []
+            return empty
         i = bisect.bisect_right(bases, offset) - 1
         if i < 0:
             raise OffsetOutOfRangeError(
                 f"Received request for offset {offset} for partition {self.dir}, but we only "
                 f"have log segments upto {end}.", offset=offset, path=self.dir)
+        bound_segment = bisect.bisect_right(bases, max_offset) - 1 if committed else None
         while i < len(segments):
             segment = segments[i]
             if not locked and segment.log.closed:
                 raise _SegmentGone()   # do not reopen a deleted segment's index
-            found = segment.read(offset, max_bytes, None, min_one_message)
+            max_position = None
+            if committed:
+                if i > bound_segment:
+                    break
+                if i == bound_segment:
+                    at = segment.translate_offset(max_offset)
+                    max_position = None if at is None else at.position
+            found = segment.read(offset, max_bytes, max_position, min_one_message)
+            if found is not None and committed:
+                found.aborted_transactions = self._aborted_for_fetch(offset, i, found)
             if not locked and segment.log.closed:
                 # closed (deleted) during the read: its bytes may come from a reused
                 # descriptor; the caller reads again under the lock
@@ -1002,7 +1384,23 @@ class Log:
                 return found
             i += 1
         active = segments[-1]
-        return LogSlice(active.log, active.size, 0, offset)
+        empty = LogSlice(active.log, active.size, 0, offset)
+        if committed:
+            empty.aborted_transactions = []
+        return empty
+
+    def _aborted_for_fetch(self, offset: int, i: int, found: LogSlice) -> list[AbortedTxn]:
+        """Kafka's ``addAbortedTransactions``: the upper bound of a fetch is the first index
+        entry past its bytes, else the next segment's base, else the log end offset."""
+        segment = self._segments[i]
+        upper = segment.fetch_upper_bound_offset(found.position, found.size)
+        if upper is not None:
+            upper = upper[0]
+        elif i + 1 < len(self._segments):
+            upper = self._segments[i + 1].base_offset
+        else:
+            upper = self._next_offset
+        return self.collect_aborted_transactions(offset, upper)
 
     @_storage_op("offset lookup")
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -1085,28 +1483,34 @@ class Log:
             if target_offset < self._segments[0].base_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
-            keep = [s for s in self._segments if s.base_offset <= target_offset]
-            drop = [s for s in self._segments if s.base_offset > target_offset]
-            self._set_segments(keep)
-            # newest first: a crash part-way leaves a shorter log, never one with a hole
-            self._schedule_delete(reversed(drop))
-            active = keep[-1]
-            active.truncate_to(target_offset)
-            self._next_offset = target_offset  # Kafka: updateLogEndOffset(targetOffset)
-            self._log_start_offset = min(target_offset, self._log_start_offset)
-            data_end = active.read_next_offset()
-            self._recovery_point = min(self._recovery_point, data_end)
-            if data_end < target_offset:
-                # The batch holding the target went whole, so the data ends below the
-                # end offset Kafka sets. Kafka's next open would read the end offset back
-                # from the data and hand out lower offsets again; an empty segment at
-                # the target records it in a file name, which Kafka loads the same way.
-                if active.size == 0 and len(keep) > 1:
-                    # nothing left in it: replace it rather than keep an empty segment
-                    self._set_segments(keep[:-1])
-                    self._schedule_delete([active])
-                self._roll(target_offset)
+            self._truncate_to(target_offset)
+            # Kafka's rebuildProducerState(targetOffset): snapshots above the target
+            # go, the state is reloaded from the latest one left and replayed
+            self._rebuild_producer_state(self._producers, target_offset, False)
             return True
+
+    def _truncate_to(self, target_offset: int) -> None:
+        keep = [s for s in self._segments if s.base_offset <= target_offset]
+        drop = [s for s in self._segments if s.base_offset > target_offset]
+        self._set_segments(keep)
+        # newest first: a crash part-way leaves a shorter log, never one with a hole
+        self._schedule_delete(reversed(drop))
+        active = keep[-1]
+        active.truncate_to(target_offset)
+        self._next_offset = target_offset  # Kafka: updateLogEndOffset(targetOffset)
+        self._log_start_offset = min(target_offset, self._log_start_offset)
+        data_end = active.read_next_offset()
+        self._recovery_point = min(self._recovery_point, data_end)
+        if data_end < target_offset:
+            # The batch holding the target went whole, so the data ends below the
+            # end offset Kafka sets. Kafka's next open would read the end offset back
+            # from the data and hand out lower offsets again; an empty segment at
+            # the target records it in a file name, which Kafka loads the same way.
+            if active.size == 0 and len(keep) > 1:
+                # nothing left in it: replace it rather than keep an empty segment
+                self._set_segments(keep[:-1])
+                self._schedule_delete([active])
+            self._roll(target_offset, snapshot=False)   # (the caller rebuilds it)
 
     @_storage_op("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -1136,6 +1540,7 @@ class Log:
         self._next_offset = new_offset
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
+        self._producers.truncate_fully_and_start_at(new_offset)
         _fileio.fs.fsync_dir(self.dir)
 
     @_storage_op("deletion of records")
@@ -1160,6 +1565,7 @@ class Log:
                 self._flush_to(new_log_start_offset)
                 self._log_start_offset = new_log_start_offset
                 self._epochs.truncate_from_start(new_log_start_offset)
+                self._producers.on_log_start_offset_incremented(new_log_start_offset)
             return self._log_start_offset
 
     @_storage_op("deletion of segments")
@@ -1187,8 +1593,9 @@ class Log:
             # segments (it reads them before the start offset) sees the new start too
             self._log_start_offset = max(self._log_start_offset, keep[0].base_offset)
             self._set_segments(keep)
-            self._schedule_delete(drop)
+            self._schedule_delete(drop, with_snapshots=True)
             self._epochs.truncate_from_start(self._log_start_offset)
+            self._producers.on_log_start_offset_incremented(self._log_start_offset)
             return len(drop)
 
     @_storage_op("segment swap")
@@ -1235,6 +1642,9 @@ class Log:
                 self._set_segments([seg for seg in current if id(seg) not in gone] + new)
                 new_bases = {seg.base_offset for seg in new}
                 self._schedule_delete(old)
+                for seg in old:
+                    if seg.base_offset not in new_bases:
+                        self._schedule_snapshot_delete(seg.base_offset)
                 for seg in new:
                     seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
                 _fileio.fs.fsync_dir(self.dir)
@@ -1247,11 +1657,22 @@ class Log:
                 raise
             return [seg for seg in old if seg.base_offset not in new_bases]
 
-    def _schedule_delete(self, segments: Iterable[LogSegment]) -> None:
+    def _schedule_delete(self, segments: Iterable[LogSegment], *,
+                         with_snapshots: bool = False) -> None:
         due = self._time_ms() + self.config.file_delete_delay_ms
         for seg in segments:
             seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
             self._pending_deletes.append((due, seg))
+            if with_snapshots:
+                self._schedule_snapshot_delete(seg.base_offset, due)
+
+    def _schedule_snapshot_delete(self, base_offset: int, due: int | None = None) -> None:
+        """Kafka's ``deleteProducerSnapshots``: a removed segment's snapshot is renamed
+        ``.deleted`` and deleted with the segment's files."""
+        path = self._producers.remove_and_mark_snapshot_for_deletion(base_offset)
+        if path is not None:
+            due = self._time_ms() + self.config.file_delete_delay_ms if due is None else due
+            self._pending_snapshot_deletes.append((due, path))
 
     @_storage_op("deletion of segments")
     def delete_pending_segments(self, now_ms: int | None = None, *, force: bool = False) -> int:
@@ -1267,6 +1688,13 @@ class Log:
                 else:
                     keep.append((due, seg))
             self._pending_deletes = keep
+            snapshots = []
+            for due, path in self._pending_snapshot_deletes:
+                if force or now >= due:
+                    _fileio.fs.unlink(path)
+                else:
+                    snapshots.append((due, path))
+            self._pending_snapshot_deletes = snapshots
             return done
 
     # -- closing -----------------------------------------------------------
@@ -1281,6 +1709,8 @@ class Log:
                 self._close_handlers()
                 return
             try:
+                # a snapshot at the log end offset: the next open replays nothing
+                self._producers.take_snapshot()
                 active = self._segments[-1]
                 active.offset_index  # noqa: B018 - an empty active segment gets its files too
                 active.time_index  # noqa: B018

@@ -1,4 +1,4 @@
-"""One log segment: a ``.log`` file and its ``.index`` and ``.timeindex``.
+"""One log segment: a ``.log`` file and its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 :class:`LogSegment` is Kafka's ``LogSegment`` (``storage/.../log/LogSegment.java``)
 in Python spelling: the same indexing rule, read semantics, recovery, roll
@@ -16,11 +16,15 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numpy as np
+
 from kafkastore import _fileio
 from kafkastore.errors import CorruptIndexError, IndexClosedError, KafkaStoreError
 from kafkastore.file_records import FileRecords, LogSlice
 from kafkastore.index import OffsetIndex, TimeIndex
+from kafkastore.producer_state import ProducerStateManager, producer_batch
 from kafkastore.records import read_batch
+from kafkastore.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = [
     "LogSegment",
@@ -133,6 +137,16 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_PID_BYTES = np.arange(43, 51)   # the producer id field of a v2 batch header
+
+
+def _sibling(log_path: str, suffix: str) -> str:
+    """The path of a segment's other file: ``<base>.log[.suffix]`` -> ``<base><suffix>[.suffix]``."""
+    head, name = os.path.split(log_path)
+    base, _, extra = name.partition(".log")
+    return os.path.join(head, base + suffix + extra)
+
+
 def segment_file(directory: str, base_offset: int, suffix: str, extra: str = "") -> str:
     # os.path.join's generality costs more than the rest of opening a clean segment
     sep = "" if directory.endswith(os.sep) else os.sep
@@ -219,13 +233,17 @@ class _LazyIndex:
 
 
 class LogSegment:
-    """A segment of a log: ``<base>.log`` plus its sparse offset and time indexes.
+    """A segment of a log: ``<base>.log`` plus its sparse offset and time indexes and its
+    aborted-transaction index.
 
     Files: ``<20-digit base offset>.log`` holds entries back to back;
     ``.index`` holds 8-byte big-endian ``(relative offset, position)`` entries
     and ``.timeindex`` 12-byte ``(timestamp, relative offset)`` entries, both
     sparse: one entry per ``index.interval.bytes`` of appended data, mapping
-    the *last* offset of an appended chunk to the chunk's start position.
+    the *last* offset of an appended chunk to the chunk's start position;
+    ``.txnindex`` (:class:`~kafkastore.txn_index.TransactionIndex`) holds one 34-byte
+    entry per transaction an ABORT marker of this segment ended, and exists only once
+    one did.
 
     Invariants: every offset in the segment lies in
     ``[base_offset, base_offset + 2**31 - 1]``; index positions are entry
@@ -249,6 +267,7 @@ class LogSegment:
         self._offset_index = offset_index
         self._time_index = time_index
         self.base_offset = base_offset
+        self.txn_index = TransactionIndex(base_offset, _sibling(log.path, TXN_INDEX_FILE_SUFFIX))
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         # the clock for ``created`` (Kafka's LogSegment takes a Time): the owning log's
@@ -316,7 +335,8 @@ class LogSegment:
                 f"path={self.log.path!r})")
 
     def defer_sanity_check(self, time_index_newly_created: bool,
-                           offset_index_exists: bool | None = None) -> None:
+                           offset_index_exists: bool | None = None,
+                           txn_index_exists: bool = False) -> None:
         """Kafka's check at open (the offset index file exists), with the content checks
         of :meth:`sanity_check` deferred to the first use of an index.
 
@@ -332,6 +352,8 @@ class LogSegment:
                                     path=self._offset_index.path)
         if time_index_newly_created:
             self._time_index.get().resize(0)
+        if txn_index_exists:
+            self.txn_index.sanity_check()   # small, and read by Kafka at open too
         self._index_check_pending = True
 
     def _check_indexes_once(self) -> None:
@@ -358,6 +380,7 @@ class LogSegment:
                                     path=self._offset_index.path)
         if time_index_newly_created:
             self.time_index.resize(0)
+        self.txn_index.sanity_check()
         self._check_index_contents()
 
     def _check_index_contents(self) -> None:
@@ -577,24 +600,30 @@ class LogSegment:
 
     # -- recovery and truncation -------------------------------------------
 
-    def recover(self) -> int:
-        """Rebuild both indexes from the ``.log``; cut an invalid tail; return bytes cut.
+    def recover(self, producer_state: ProducerStateManager | None = None) -> int:
+        """Rebuild the indexes from the ``.log``; cut an invalid tail; return bytes cut.
 
         Every entry's CRC is checked, as Kafka's ``LogSegment.recover``;
         the scan stops at the first entry that is corrupt, partial or out of
         the segment's offset range (the last raises
         :class:`LogSegmentOffsetOverflowError` so the loader can split).
+        With ``producer_state`` (the state at this segment's base offset) every batch
+        with a producer id updates it, and every aborted transaction the segment ends is
+        written again to the emptied ``.txnindex``.
         """
         self._index_check_pending = False  # rebuilt here: nothing left to check
-        return self._rebuild_indexes(truncate=True)
+        return self._rebuild_indexes(truncate=True, producer_state=producer_state)
 
-    def _rebuild_indexes(self, truncate: bool) -> int:
+    def _rebuild_indexes(self, truncate: bool,
+                         producer_state: ProducerStateManager | None = None) -> int:
         """:meth:`recover`; with ``truncate`` False an invalid tail is left in the file
         (and returned as the byte count past the indexed entries)."""
         offset_index = self._offset_index.get()
         time_index = self._time_index.get()
         offset_index.reset()
         time_index.reset()
+        if producer_state is not None:
+            self.txn_index.reset()
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
         valid_bytes = 0
         last_index_entry = 0
@@ -628,6 +657,8 @@ class LogSegment:
                             time_index.maybe_append(max_ts, max_off)
                         last_index_entry = valid_bytes
                     valid_bytes += sizes[i]
+                if producer_state is not None:
+                    self._update_producer_state(producer_state, _buf, chunk_pos, scan)
                 if scan.error is not None:
                     break
         finally:
@@ -642,6 +673,45 @@ class LogSegment:
         # next appends index exactly as Kafka's would
         return truncated
 
+    def _update_producer_state(self, producer_state: ProducerStateManager, buf,
+                               chunk_pos: int, scan) -> None:
+        """Kafka's ``LogSegment.updateProducerState`` for the good entries of one chunk:
+        only v2 batches with a producer id are decoded (found by a vectorised read of
+        the producer id field), so a log without idempotent producers costs one gather."""
+        magic2 = scan.magic == 2
+        if not magic2.any():
+            return
+        positions = scan.position[magic2] + chunk_pos
+        data = np.frombuffer(buf, np.uint8)
+        try:
+            pids = data[positions[:, None] + _PID_BYTES].copy().view(">i8").ravel()
+        finally:
+            del data   # (a view of the map would keep the recovery from unmapping it)
+        sizes = scan.size[magic2]
+        with_pid = np.flatnonzero(pids >= 0)
+        if with_pid.size == 0:
+            return
+        path = self.log.path
+
+        def batches():
+            for i in with_pid.tolist():
+                pos, size = int(positions[i]), int(sizes[i])
+                batch = producer_batch(bytes(buf[pos:pos + 61]),
+                                       lambda p=pos, n=size: bytes(buf[p:p + n]), path)
+                if batch is not None:
+                    yield batch
+
+        producer_state.apply_batches(batches(), self.update_txn_index)
+
+    def update_txn_index(self, completed, last_stable_offset: int) -> None:
+        """Kafka's ``updateTxnIndex``: an aborted transaction's entry."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                             completed.last_offset, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int):
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
     def truncate_to(self, offset: int) -> int:
         """Drop every entry holding an offset >= ``offset`` (whole batches); return bytes cut."""
         mapping = self.translate_offset(offset)
@@ -649,6 +719,7 @@ class LogSegment:
         time_index = self.time_index
         offset_index.truncate_to(offset)
         time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         offset_index.resize(offset_index.max_index_size)
         time_index.resize(time_index.max_index_size)
         truncated = 0
@@ -683,12 +754,13 @@ class LogSegment:
         self.log.trim()
 
     def flush(self) -> None:
-        """fsync the ``.log`` and msync both indexes."""
+        """fsync the ``.log`` and the ``.txnindex``, msync both indexes."""
         self.log.flush()
         if self._offset_index.loaded:
             self.offset_index.flush()
         if self._time_index.loaded:
             self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Final time index entry (if loaded), close the indexes (trimmed) and the file."""
@@ -703,7 +775,8 @@ class LogSegment:
             # each file is closed whatever happened to the others (a full disk or a
             # descriptor limit fails one trim, not the release of every file)
             first = None
-            for close in (self._offset_index.close, self._time_index.close, self.log.close):
+            for close in (self._offset_index.close, self._time_index.close,
+                          self.txn_index.flush, self.log.close):
                 try:
                     close()
                 except BaseException as exc:
@@ -730,6 +803,7 @@ class LogSegment:
         self.log.rename_to(swap(self.log.path))
         self._offset_index.rename_to(swap(self._offset_index.path))
         self._time_index.rename_to(swap(self._time_index.path))
+        self.txn_index.rename_to(swap(self.txn_index.path))
 
     def has_suffix(self, suffix: str) -> bool:
         return (self.log.path.endswith(suffix) and self._offset_index.path.endswith(suffix)
@@ -739,7 +813,7 @@ class LogSegment:
         """Delete all files; missing files are not an error."""
         errors = []
         for action in (self.log.delete_if_exists, self._offset_index.delete_if_exists,
-                       self._time_index.delete_if_exists):
+                       self._time_index.delete_if_exists, self.txn_index.delete_if_exists):
             try:
                 action()
             except OSError as exc:

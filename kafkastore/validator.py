@@ -55,6 +55,7 @@ _V2_LEADER_EPOCH = 12
 _V2_CRC = 17
 _V2_ATTRS = 21
 _V2_MAX_TS = 35
+_V2_PRODUCER_ID = 43
 _LEGACY_ATTRS = 17
 _CODEC_MASK = 0x07
 _TS_TYPE_BIT = 0x08
@@ -171,15 +172,18 @@ class LogValidator:
     # -- the whole produce ------------------------------------------------------------
 
     def validate(self, buf: bytearray, positions, sizes, magic: int, counter: int, now: int,
-                 leader_epoch: int | None) -> ValidatedProduce:
+                 leader_epoch: int | None, origin: str = "client") -> ValidatedProduce:
         """Validate the entries at ``positions``/``sizes`` of ``buf`` (one produce, all of
         ``magic``) and assign offsets from ``counter``. A v2 batch kept in place is
-        patched in ``buf``."""
+        patched in ``buf``. Control batches are refused unless ``origin`` is
+        ``coordinator``."""
         if magic >= 2:
-            return self._validate_v2(buf, positions[0], sizes[0], counter, now, leader_epoch)
+            return self._validate_v2(buf, positions[0], sizes[0], counter, now, leader_epoch,
+                                     origin)
         return self._validate_legacy(buf, positions, sizes, counter, now, leader_epoch)
 
-    def _validate_v2(self, buf, pos, size, counter, now, leader_epoch) -> ValidatedProduce:
+    def _validate_v2(self, buf, pos, size, counter, now, leader_epoch,
+                     origin) -> ValidatedProduce:
         view = memoryview(buf)[pos:pos + size]
         batch = read_batch(view)   # structure and CRC were checked by the caller's scan
         path = self.path
@@ -187,27 +191,28 @@ class LogValidator:
             raise InvalidRecordError(
                 f"The baseOffset of the record batch in the append to {path} should be 0, "
                 f"but it is {batch.base_offset}", position=pos, path=path)
-        count = batch.record_count
-        if batch.last_offset_delta < 0:
-            raise InvalidRecordError(
-                f"Batch has an invalid offset range: [0, {batch.last_offset_delta}] in the "
-                f"append to {path}", position=pos, path=path)
-        if count <= 0:
-            raise InvalidRecordError(f"Invalid reported count for record batch: {count} in "
-                                     f"the append to {path}", position=pos, path=path)
-        if batch.last_offset_delta + 1 != count:
-            raise InvalidRecordError(
-                f"Inconsistent batch offset range [0, {batch.last_offset_delta}] and count of "
-                f"records {count} in the append to {path}", position=pos, path=path)
         attrs = batch.attributes
-        if attrs & _CONTROL_BIT:
-            raise InvalidRecordError(f"Clients are not allowed to write control records in "
-                                     f"the append to {path}", position=pos, path=path)
-        if batch.producer_id >= 0 and batch.base_sequence < 0:
-            raise InvalidRecordError(
-                f"Invalid sequence number {batch.base_sequence} in record batch with "
-                f"producerId {batch.producer_id} in the append to {path}",
-                position=pos, path=path)
+        if origin == "client":   # Kafka checks these for clients only
+            count = batch.record_count
+            if batch.last_offset_delta < 0:
+                raise InvalidRecordError(
+                    f"Batch has an invalid offset range: [0, {batch.last_offset_delta}] in the "
+                    f"append to {path}", position=pos, path=path)
+            if count <= 0:
+                raise InvalidRecordError(f"Invalid reported count for record batch: {count} in "
+                                         f"the append to {path}", position=pos, path=path)
+            if batch.last_offset_delta + 1 != count:
+                raise InvalidRecordError(
+                    f"Inconsistent batch offset range [0, {batch.last_offset_delta}] and count of "
+                    f"records {count} in the append to {path}", position=pos, path=path)
+            if attrs & _CONTROL_BIT:
+                raise InvalidRecordError(f"Clients are not allowed to write control records in "
+                                         f"the append to {path}", position=pos, path=path)
+            if batch.producer_id >= 0 and batch.base_sequence < 0:
+                raise InvalidRecordError(
+                    f"Invalid sequence number {batch.base_sequence} in record batch with "
+                    f"producerId {batch.producer_id} in the append to {path}",
+                    position=pos, path=path)
         n, max_ts, _max_index, min_ts, nulls, sequential = batch.record_summary()
         if nulls and self._compacted:
             self._no_key(pos)
@@ -222,6 +227,8 @@ class LogValidator:
             self._check_window(min_ts, max_ts, now, batch, pos)
         source = attrs & _CODEC_MASK
         target = source if self._target is None else self._target
+        if attrs & _CONTROL_BIT and source == 0:
+            target = 0   # Kafka: control records are not compressed unless written so
         last = counter + n - 1
         if source == target and (source == 0 or sequential):
             # in place: offsets, leader epoch and max timestamp in the header

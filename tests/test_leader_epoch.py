@@ -17,7 +17,7 @@ from kafkastore.leader_epoch import (
     EpochEntry,
     LeaderEpochFileCache,
 )
-from kafkastore.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkastore.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from kafkastore.records import encode_batch
 
 
@@ -130,3 +130,17 @@ def test_reopen_cuts_a_checkpoint_that_ran_past_the_log_and_recovery_rebuilds_it
     third = open_log(path, clock, recovery_point=0, had_clean_shutdown=False)
     assert third.leader_epoch_cache.entries == ((0, 0), (1, 3), (2, 6), (3, 9))
     third.close()
+
+
+def test_open_removes_checkpoint_temp_files_a_crash_left(tmp_path):
+    """Found by the kill -9 loop: a kill between creating ``leader-epoch-checkpoint.tmp``
+    and renaming it left the file for good (a checkpoint is rewritten only when an epoch
+    changes). The log owns the directory once open, so its open deletes them."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    for name in ("leader-epoch-checkpoint.tmp", "partition.metadata.tmp"):
+        (d / name).write_bytes(b"0\n1\n")
+    (d / "other.tmp").write_bytes(b"x")   # not the log's: left alone
+    log = Log.open(str(d))
+    assert sorted(n for n in os.listdir(d) if n.endswith(".tmp")) == ["other.tmp"]
+    log.close()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkastore.errors import OutOfOrderSequenceError
 from kafkastore.log import Log
 from kafkastore.records import encode_batch, scan_batches
 
@@ -139,20 +140,63 @@ def as_produced(entry: bytes) -> bytes:
     return bytes(8) + bytes(entry[8:])
 
 
-def _variants():
+def _first_sequence_break(batches) -> int | None:
+    """The index of the first batch whose producer sequence does not follow the same
+    producer's previous batch of the same epoch (a leader refuses it), or None."""
+    last: dict[int, tuple[int, int]] = {}
+    for i, b in enumerate(batches):
+        pid = b.get("producerId", -1)
+        if pid < 0 or b.get("isControl"):
+            continue
+        epoch, seq = b["producerEpoch"], b["baseSequence"]
+        if pid in last and last[pid][0] == epoch and seq != last[pid][1] + 1:
+            return i
+        last[pid] = (epoch, seq + b["lastOffset"] - b["baseOffset"])
+    return None
+
+
+def _variants(leader_refused: bool = False):
     """Follower appends for every vector; leader appends (offsets assigned) for the all-v2
-    ones only: a leader may rebuild legacy wrappers, whose bytes then differ."""
+    ones only: a leader may rebuild legacy wrappers, whose bytes then differ. With
+    ``leader_refused``: the all-v2 vectors whose producer sequences a leader refuses
+    (their encoders did not chain them), for the leader-only test of the refusal."""
     out = []
     for name in SEGMENTS:
-        out.append(pytest.param(name, False, id=f"{name}-follower"))
+        if not leader_refused:
+            out.append(pytest.param(name, False, id=f"{name}-follower"))
         try:
             expected = json.loads((_COLLECT / "segments" / name / "expected.json").read_text())
             all_v2 = all(b["magic"] == 2 for b in expected["batches"])
+            broken = _first_sequence_break(expected["batches"]) is not None
         except (OSError, ValueError, KeyError):
-            all_v2 = True  # let the test find out (and skip with the reason)
-        if all_v2:
+            all_v2, broken = True, False  # let the test find out (and skip with the reason)
+        if all_v2 and broken == leader_refused:
             out.append(pytest.param(name, True, id=f"{name}-leader"))
     return out
+
+
+@pytest.mark.parametrize("name, assign_offsets", _variants(leader_refused=True))
+def test_a_leader_refuses_the_reference_entries_at_their_sequence_break(tmp_path, name,
+                                                                        assign_offsets):
+    """Kafka's leader checks each idempotent producer's sequences: the first batch of a
+    vector whose sequence skips is refused with OutOfOrderSequenceError, nothing of it
+    written; every batch before it lands at its reference offsets."""
+    vector = Vector(name)
+    at = _first_sequence_break(vector.batches)
+    path = tmp_path / "topic-0"
+    with Log.open(str(path), vector.config(), log_start_offset=vector.base) as log:
+        for i, (entry, b) in enumerate(zip(vector.entries(), vector.batches)):
+            if i == at:
+                end = log.log_end_offset
+                with pytest.raises(OutOfOrderSequenceError) as err:
+                    log.append_batches(as_produced(entry))
+                assert err.value.producer_id == b["producerId"]
+                assert log.log_end_offset == end
+                break
+            info = log.append_batches(as_produced(entry))
+            assert (info.first_offset, info.last_offset) == (b["baseOffset"], b["lastOffset"])
+        else:
+            pytest.fail("no sequence break found")
 
 
 @pytest.mark.parametrize("name, assign_offsets", _variants())

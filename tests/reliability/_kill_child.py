@@ -7,6 +7,11 @@ deterministic records for ever: the record at offset ``o`` is :func:`expected_re
 process boundary. The plan gives ``child_seed`` (batch sizes, codecs, when to flush and
 roll), ``flush_p`` (chance of a flush after a batch), ``partial_flush_p`` (chance that
 flush is ``flush(offset)`` below the end) and ``roll_p`` (chance of an explicit roll).
+Every batch comes from one idempotent producer (:data:`PRODUCER_ID`, sequence = the
+batch's first offset) with the partition leader epoch :func:`leader_epoch` of its first
+offset, so each reopen must have rebuilt the producer state (from ``.snapshot`` files and
+the log) well enough to take the next sequence, and kept ``leader-epoch-checkpoint`` in
+step with the batches.
 
 It talks to the parent through stdout (a pipe), one line per ``os.write`` (atomic below
 PIPE_BUF, so a kill never leaves half a line):
@@ -46,6 +51,15 @@ MAX_SECONDS = 120.0
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _HEADER_KEYS = ("trace-id", "", "é-clé", "x")
 _PACK = struct.Struct(">QQ").pack
+PRODUCER_ID = 4242
+#: The records carry 2023 timestamps: with Kafka's one-day producer.id.expiration.ms the
+#: producer would expire on every open. Child and parent never expire it.
+NEVER_EXPIRE = 1 << 62
+
+
+def leader_epoch(first_offset: int) -> int:
+    """The partition leader epoch of the batch starting at ``first_offset``."""
+    return first_offset // 700
 
 
 def expected_record(seed: int, offset: int):
@@ -116,7 +130,7 @@ def main(argv: list[str]) -> int:
     else:
         state = "unclean"  # Log.open re-validates every segment
     emit(f"open {kafkastore.BACKEND} {state}")
-    log = Log.open(directory, config)
+    log = Log.open(directory, config, producer_id_expiration_ms=NEVER_EXPIRE)
     emit(f"ready {log.log_start_offset} {log.log_end_offset}")
 
     codec_weights = [rng.random() for _ in CODECS]
@@ -133,7 +147,9 @@ def main(argv: list[str]) -> int:
                 break
             records.append(record)
         codec = rng.choices(CODECS, codec_weights)[0]
-        info = log.append(records, compression=codec)
+        info = log.append(records, compression=codec, producer_id=PRODUCER_ID,
+                          producer_epoch=0, base_sequence=first,
+                          partition_leader_epoch=leader_epoch(first))
         if info.first_offset != first or info.last_offset != first + len(records) - 1:
             sys.stderr.write(f"append gave offsets {info.first_offset}..{info.last_offset}, "
                              f"expected {first}..{first + len(records) - 1}\n")

@@ -16,7 +16,11 @@ and checks:
   byte (key, value, timestamp, headers) to :func:`_kill_child.expected_record`, read both
   through :meth:`Log.read` (the indexes; whole scans and point lookups) and straight from
   the ``.log`` files after the close (CRC-checked, every file parsed to its end);
-* after the close, only segment files (and the clean-shutdown marker) are left.
+* the producer state knows the child's producer at the last batch's sequence (its
+  snapshots and their replay survived the kill), and every batch's leader epoch is the
+  one ``leader-epoch-checkpoint`` gives for its offset;
+* after the close, only segment files, producer snapshots, the leader-epoch checkpoint
+  (and the clean-shutdown marker) are left, every snapshot readable.
 
 Some cycles skip the check, or close the reopened log without the clean-shutdown marker,
 so that the next child starts with a recovery, which the parent may then kill: recovery of
@@ -48,11 +52,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from _kill_child import CODECS, expected_record
+from _kill_child import CODECS, NEVER_EXPIRE, PRODUCER_ID, expected_record, leader_epoch
 from _reliability import tiered
 
 import kafkastore
+from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME
 from kafkastore.log import CLEAN_SHUTDOWN_FILE, Log
+from kafkastore.producer_state import read_snapshot
 from kafkastore.records import CompressionType, iter_batches, scan_batches
 
 CHILD = Path(__file__).with_name("_kill_child.py")
@@ -70,7 +76,7 @@ MAX_RECORDS_PER_DIR = 3000
 PATIENCE = 30.0
 #: A child running longer than this after its open is killed whatever its plan was.
 MAX_RUN = 0.6
-SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex)$")
+SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
 
 
 def _differs(offset: int, got, want) -> str:
@@ -221,13 +227,37 @@ def check_by_reads(log: Log, seed: int, rng: random.Random) -> None:
             target, _norm(records[0]), want)
 
 
+def check_state(log: Log) -> None:
+    """The producer state and the leader epochs of a reopened log (see the module)."""
+    leo = log.log_end_offset
+    entry = log.producer_state_manager.last_entry(PRODUCER_ID)
+    if leo:
+        assert entry is not None and entry.last_seq == leo - 1, (
+            f"producer state {entry!r} after a reopen at LEO {leo}")
+    cache = log.leader_epoch_cache
+    offset = 0
+    while offset < leo:
+        batches = list(log.read(offset, 1 << 20).batches(validate=False))
+        for batch in batches:
+            want = leader_epoch(batch.base_offset)
+            assert batch.partition_leader_epoch == want
+            got = cache.epoch_for_offset(batch.base_offset)
+            assert got == want, (f"leader-epoch-checkpoint gives epoch {got} for offset "
+                                 f"{batch.base_offset}, the batch has {want}: {cache.entries}")
+        offset = batches[-1].last_offset + 1
+
+
 def check_files(directory: Path, seed: int, leo: int, codecs: Counter) -> None:
     """The closed directory's ``.log`` files, straight from disk: CRC-valid to their end,
     each batch at or above its file's base, together exactly offsets 0..LEO-1. Counts
     the batches of each codec into ``codecs``."""
     names = sorted(os.listdir(directory))
-    stray = [n for n in names if not SEGMENT_FILE.match(n) and n != CLEAN_SHUTDOWN_FILE]
+    stray = [n for n in names if not SEGMENT_FILE.match(n)
+             and n not in (CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT_FILENAME)]
     assert not stray, f"files left after the close: {stray}"
+    for name in names:
+        if name.endswith(".snapshot"):
+            read_snapshot(str(directory / name))   # CRC-valid, or CorruptSnapshotError
     offset = 0
     for name in names:
         if not name.endswith(".log"):
@@ -379,7 +409,7 @@ def test_kill_loop(tmp_path, figures):
             if directory.exists():   # (a kill before Log.open made it leaves none)
                 shutil.copytree(directory, image)
             c.crash_listing = listing(directory)
-            log = Log.open(str(directory), config)
+            log = Log.open(str(directory), config, producer_id_expiration_ms=NEVER_EXPIRE)
             try:
                 leo = log.log_end_offset
                 c.reopen = (log.log_start_offset, leo)
@@ -388,6 +418,7 @@ def test_kill_loop(tmp_path, figures):
                     f"acknowledged offsets lost: LEO {leo} < acknowledged {max_ack}")
                 assert leo >= floor, f"LEO went backwards: {leo} < {floor}"
                 check_by_reads(log, data_seed, random.Random(f"reads:{seed}:{cycle}"))
+                check_state(log)
             finally:
                 # unclean (no marker) when the next child should find a recovery to do
                 if unclean_close:

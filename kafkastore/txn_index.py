@@ -1,0 +1,368 @@
+"""The aborted-transaction index of a segment: Kafka's ``TransactionIndex`` (``.txnindex``).
+
+File ``<20-digit base offset>.txnindex`` beside the segment's ``.log``: 34-byte entries
+back to back, big-endian, no header and no checksum (Kafka's ``AbortedTxn``)::
+
+    version:int16 (0) | producerId:int64 | firstOffset:int64 | lastOffset:int64 |
+    lastStableOffset:int64
+
+One entry per transaction that an ABORT marker in this segment ended: the producer, the
+offset of the transaction's first batch (possibly in an earlier segment), the marker's
+offset, and the log's last stable offset right after the marker (the first offset of
+the oldest transaction of another producer still open then, else the marker's offset
++ 1). A read_committed fetch from offset F, bounded by offset U, needs every entry with
+``lastOffset >= F`` and ``firstOffset < U``; it walks the segments from F's on and may
+stop at the first entry whose ``lastStableOffset >= U`` (nothing later can begin below
+U), as Kafka's ``collectAbortedTxns`` does.
+
+Invariants: ``lastOffset`` strictly increases along the file (an append that breaks it
+is refused), and every ``lastOffset`` lies in the segment (``>= base offset``, which
+:meth:`TransactionIndex.sanity_check` checks). A partial entry at the end (a torn write)
+is not an entry: readers ignore it, as Kafka's iterator does, and the next append
+overwrites it instead of writing after it.
+
+The file exists only once a transaction was aborted in the segment (Kafka creates it on
+first append). :class:`TransactionIndex` keeps no descriptor open between calls (one
+descriptor per segment, the ``.log``'s): appends are rare (one per aborted transaction)
+and reads come from read_committed fetches and the cleaner.
+
+Thread-safety: mutations (append, truncate, reset, rename, delete) run under the owning
+log's lock; reads take no lock and read whole entries of a consistent prefix.
+
+Reading committed data
+----------------------
+A read_committed fetch (``Log.read(..., isolation_level="read_committed")``, or a
+read-only view's :meth:`~kafkastore.log_view.ReadOnlyLog.aborted_transactions`) stops at
+the last stable offset and comes with the aborted transactions that may have records in
+it: ``(producer id, first offset)`` pairs from the ``.txnindex`` files. The consumer then
+drops records the way Kafka's ``CompletedFetch`` does, batch by batch, in offset order:
+
+* before looking at a batch with a producer id, every aborted transaction whose first
+  offset is at or below the batch's last offset marks its producer as aborted;
+* an ABORT marker (a control batch whose record is an ABORT) unmarks its producer;
+* a *transactional* data batch of a marked producer is dropped, whole;
+* control batches are never returned.
+
+:class:`AbortedTransactionFilter` is that state machine. It works on batch objects
+(:meth:`AbortedTransactionFilter.keep`) and on the raw batches of a buffer, vectorised,
+for the columnar readers (:meth:`AbortedTransactionFilter.aborted_ranges`, then
+:func:`keep_mask`).
+
+A filter is the state of one reader going forward through one partition: one per
+reader.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import struct
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import numpy as np
+
+from kafkastore import _fileio
+from kafkastore.errors import CorruptIndexError
+from kafkastore.records import V2_HEADER, ControlRecordType, iter_batches, parse_control_record
+
+__all__ = [
+    "ABORTED_TXN_SIZE",
+    "AbortedTransactionFilter",
+    "AbortedTxn",
+    "TransactionIndex",
+    "TxnIndexSearchResult",
+    "collect_aborted_txns",
+    "keep_mask",
+    "parse_aborted_txns",
+]
+
+ABORTED_TXN_SIZE = 34
+_ENTRY = struct.Struct(">hqqqq")
+_VERSION_BYTE = struct.Struct(">b")
+_CURRENT_VERSION = 0
+
+
+class AbortedTxn(NamedTuple):
+    """One ``.txnindex`` entry (Kafka's ``AbortedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = _CURRENT_VERSION
+
+    def to_bytes(self) -> bytes:
+        return _ENTRY.pack(self.version, self.producer_id, self.first_offset,
+                           self.last_offset, self.last_stable_offset)
+
+
+class TxnIndexSearchResult(NamedTuple):
+    """What a search of one index found, and whether later segments need no search
+    (Kafka's ``TxnIndexSearchResult``)."""
+
+    aborted: list[AbortedTxn]
+    complete: bool
+
+
+def parse_aborted_txns(data, path: str | None = None) -> list[AbortedTxn]:
+    """The whole entries of a ``.txnindex`` file's bytes (a partial tail is ignored).
+
+    The version is read as Kafka's ``AbortedTxn.version()`` reads it: one signed byte, the
+    high byte of the int16 field (so 0x0001 reads as 0 and 0xFFFF as -1). A version above
+    0 raises :class:`~kafkastore.errors.CorruptIndexError` naming the file and position,
+    where Kafka's iterator throws.
+    """
+    view = memoryview(data)
+    out = []
+    for position in range(0, len(view) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
+        _, pid, first, last, lso = _ENTRY.unpack_from(view, position)
+        version = _VERSION_BYTE.unpack_from(view, position)[0]
+        if version > _CURRENT_VERSION:
+            raise CorruptIndexError(
+                f"Unexpected aborted transaction version {version} in transaction index "
+                f"{path}, current version is {_CURRENT_VERSION}", position=position,
+                path=path)
+        out.append(AbortedTxn(pid, first, last, lso, version))
+    return out
+
+
+def collect_aborted_txns(entries: Iterable[AbortedTxn], fetch_offset: int,
+                         upper_bound_offset: int) -> TxnIndexSearchResult:
+    """Kafka's ``TransactionIndex.collectAbortedTxns`` over ``entries`` (one index)."""
+    found = []
+    for txn in entries:
+        if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+            found.append(txn)
+        if txn.last_stable_offset >= upper_bound_offset:
+            return TxnIndexSearchResult(found, True)
+    return TxnIndexSearchResult(found, False)
+
+
+class TransactionIndex:
+    """The ``.txnindex`` file of the segment based at ``start_offset`` (see the module
+    docstring for the format, invariants and thread-safety)."""
+
+    def __init__(self, start_offset: int, path: str) -> None:
+        self.start_offset = start_offset
+        self.path = path
+        self._last_offset: int | None = None
+        self._last_known = False        # _last_offset read from the file yet
+        self._dirty = False             # written since the last fsync
+
+    def __repr__(self) -> str:
+        return f"TransactionIndex({self.path!r})"
+
+    # -- reading --------------------------------------------------------------------
+
+    def _read(self) -> bytes:
+        data = _fileio.read_file(self.path)
+        return b"" if data is None else data
+
+    def all_aborted_txns(self) -> list[AbortedTxn]:
+        """Every entry, in file order."""
+        return parse_aborted_txns(self._read(), self.path)
+
+    def collect_aborted_txns(self, fetch_offset: int,
+                             upper_bound_offset: int) -> TxnIndexSearchResult:
+        """The entries a fetch of ``[fetch_offset, upper_bound_offset)`` needs."""
+        return collect_aborted_txns(self.all_aborted_txns(), fetch_offset, upper_bound_offset)
+
+    def sanity_check(self) -> None:
+        """Kafka's check: every entry's last offset lies in the segment."""
+        for txn in self.all_aborted_txns():
+            if txn.last_offset < self.start_offset:
+                raise CorruptIndexError(
+                    f"Last offset of aborted transaction {txn} in index {self.path} is less "
+                    f"than start offset {self.start_offset}", path=self.path)
+
+    @property
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    # -- writing --------------------------------------------------------------------
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Append one entry; its last offset must exceed the previous entry's."""
+        size = self._size_and_last()
+        if self._last_offset is not None and txn.last_offset <= self._last_offset:
+            raise ValueError(
+                f"The last offset of appended transactions must increase sequentially, but "
+                f"{txn.last_offset} is not greater than current last offset "
+                f"{self._last_offset} of index {self.path}")
+        fs = _fileio.fs
+        fd = fs.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            # at the end of the whole entries: a torn tail is overwritten, never kept
+            # between two entries
+            _fileio.pwrite_fully(fd, txn.to_bytes(), size)
+            if fs.fstat_size(fd) > size + ABORTED_TXN_SIZE:
+                fs.ftruncate(fd, size + ABORTED_TXN_SIZE)
+        finally:
+            fs.close(fd)
+        self._last_offset = txn.last_offset
+        self._dirty = True
+
+    def _size_and_last(self) -> int:
+        """The byte length of the whole entries; loads the last offset once."""
+        data = self._read()
+        whole = len(data) - len(data) % ABORTED_TXN_SIZE
+        if not self._last_known:
+            entries = parse_aborted_txns(data[:whole], self.path) if whole else []
+            self._last_offset = entries[-1].last_offset if entries else None
+            self._last_known = True
+        return whole
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries from the first one whose last offset is ``>= offset``."""
+        data = self._read()
+        last = None
+        for i, txn in enumerate(parse_aborted_txns(data, self.path)):
+            if txn.last_offset >= offset:
+                self._ftruncate(i * ABORTED_TXN_SIZE)
+                self._last_offset, self._last_known = last, True
+                return
+            last = txn.last_offset
+
+    def reset(self) -> None:
+        """Empty the file (if it exists): a recovery rebuilds it."""
+        if os.path.exists(self.path):
+            self._ftruncate(0)
+        self._last_offset, self._last_known = None, True
+
+    def _ftruncate(self, size: int) -> None:
+        fs = _fileio.fs
+        fd = fs.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            fs.ftruncate(fd, size)
+        finally:
+            fs.close(fd)
+        self._dirty = True
+
+    def flush(self) -> None:
+        """fsync the file if it changed since the last flush."""
+        if not self._dirty:
+            return
+        fs = _fileio.fs
+        try:
+            fd = fs.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._dirty = False
+            return
+        try:
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+        self._dirty = False
+
+    def rename_to(self, path: str) -> None:
+        """Rename the file (if it exists); the index follows the new name either way."""
+        try:
+            if os.path.exists(self.path):
+                _fileio.fs.rename(self.path, path)
+        finally:
+            self.path = path
+
+    def delete_if_exists(self) -> bool:
+        self._last_offset, self._last_known, self._dirty = None, True, False
+        return _fileio.fs.unlink(self.path)
+
+
+# -- reading committed data ---------------------------------------------------------
+
+_PID_BYTES = np.arange(43, 51)
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+
+
+def _is_abort_marker(batch) -> bool:
+    """Kafka's ``containsAbortMarker``: the control batch's first record is an ABORT."""
+    for record in batch:
+        return parse_control_record(record).type == ControlRecordType.ABORT
+    return False
+
+
+class AbortedTransactionFilter:
+    """Kafka's read_committed consumer filter over one partition (see the module).
+
+    ``aborted``: the fetch's aborted transactions, as
+    :class:`~kafkastore.txn_index.AbortedTxn` objects or ``(producer_id, first_offset)``
+    pairs, in any order."""
+
+    def __init__(self, aborted: Iterable) -> None:
+        pending = []
+        for txn in aborted:
+            pid, first = (txn.producer_id, txn.first_offset) if hasattr(txn, "producer_id") \
+                else (int(txn[0]), int(txn[1]))
+            pending.append((first, pid))
+        heapq.heapify(pending)
+        self._pending = pending
+        self._aborted: set[int] = set()
+
+    def _advance(self, last_offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0][0] <= last_offset:
+            self._aborted.add(heapq.heappop(pending)[1])
+
+    def _step(self, producer_id: int, last_offset: int, transactional: bool, control: bool,
+              abort_marker) -> bool:
+        """Feed one batch; True when it is a data batch to drop."""
+        if producer_id < 0:
+            return False
+        self._advance(last_offset)
+        if control:
+            if abort_marker():
+                self._aborted.discard(producer_id)
+            return False
+        return transactional and producer_id in self._aborted
+
+    def keep(self, batch) -> bool:
+        """Whether the records of ``batch`` (a :class:`~kafkastore.records.RecordBatch`,
+        legacy entries included) are returned: False for control batches and aborted
+        ones. Batches must come in offset order."""
+        if batch.magic < 2:
+            return True
+        control = bool(batch.is_control)
+        dropped = self._step(batch.producer_id, batch.last_offset, bool(batch.is_transactional),
+                             control, lambda: _is_abort_marker(batch))
+        return not (dropped or control)
+
+    def aborted_ranges(self, data, positions, sizes, magics) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(first offsets, last offsets)`` of the aborted data batches among the
+        entries of ``data`` at ``positions`` (their ``sizes`` and ``magics``: a
+        :class:`~kafkastore.records.BatchScan`'s columns), in order; only entries with a
+        producer id are looked at in Python."""
+        positions = np.asarray(positions, dtype=np.int64)
+        v2 = np.flatnonzero(np.asarray(magics) == 2)
+        firsts: list[int] = []
+        lasts: list[int] = []
+        if v2.size:
+            buf = np.frombuffer(data, np.uint8)
+            pids = buf[positions[v2][:, None] + _PID_BYTES].copy().view(">i8").ravel()
+            del buf
+            for k in np.flatnonzero(pids >= 0).tolist():
+                i = int(v2[k])
+                pos, size = int(positions[i]), int(sizes[i])
+                (base, _l, _e, _m, _c, attrs, lod, _b, _t, pid, _pe, _s, _n) = \
+                    V2_HEADER.unpack_from(data, pos)
+                control = bool(attrs & _CONTROL_BIT)
+
+                def marker(p=pos, n=size):
+                    batch = next(iter(iter_batches(bytes(data[p:p + n]), validate=False)))
+                    return _is_abort_marker(batch)
+
+                if self._step(pid, base + lod, bool(attrs & _TRANSACTIONAL_BIT), control,
+                              marker):
+                    firsts.append(base)
+                    lasts.append(base + lod)
+        return np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
+
+
+def keep_mask(offsets: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray | None:
+    """A boolean mask of the ``offsets`` outside every ``[firsts[i], lasts[i]]`` range
+    (sorted, disjoint), or None when no range is given (everything is kept)."""
+    if firsts.size == 0:
+        return None
+    i = np.searchsorted(firsts, offsets, side="right") - 1
+    inside = (i >= 0) & (offsets <= lasts[np.maximum(i, 0)])
+    return ~inside
