@@ -30,12 +30,11 @@ Kafka's ``Cleaner.doClean`` does:
    names, the old files renamed ``.deleted``), so a crash at any point leaves, after
    reopening, the old segments or the new ones, whole.
 
-Transactions: there is no ``.txnindex`` (kafkastore does not write one), so a round
-first walks the batch headers of the whole log: a transactional producer's data batches
-up to its next marker form one transaction, aborted by an ABORT marker; a transaction
-with no marker yet makes the log unstable from its first offset on (nothing from there
-is cleaned); and each producer's last batch is found (kept, possibly empty, while the
-producer is active: within ``producer.id.expiration.ms`` of its last write).
+Transactions: as in Kafka, a round takes the aborted transactions of its range from
+the ``.txnindex`` files (``Log.collect_aborted_transactions``), the first offset of a
+transaction still undecided from the log's producer state (nothing from there on is
+cleaned), and each active producer's last batch from it too (kept, possibly empty, while
+the producer is active: within ``producer.id.expiration.ms`` of its last write).
 
 :class:`LogCleaner` is Kafka's ``LogCleaner`` and ``LogCleanerManager`` for the logs of a
 :class:`~kafkastore.manager.LogManager`: it picks the dirtiest log, keeps the
@@ -90,10 +89,10 @@ from kafkastore.records import (
 )
 from kafkastore.segment import CLEANED_FILE_SUFFIX, LogSegment
 from kafkastore.topic import TopicPartition
+from kafkastore.txn_index import AbortedTxn
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT_FILE",
-    "AbortedTxn",
     "Cleaner",
     "CleanerConfig",
     "CleanerStats",
@@ -284,14 +283,6 @@ class Throttler:
 # -- what to clean ----------------------------------------------------------------------------
 
 
-class AbortedTxn(NamedTuple):
-    """An aborted transaction: its producer, first offset and the ABORT marker's offset."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-
-
 class _LastRecord(NamedTuple):
     last_data_offset: int | None
     producer_epoch: int
@@ -299,15 +290,17 @@ class _LastRecord(NamedTuple):
 
 @dataclass
 class _ProducerState:
-    """The transaction and producer facts of a log, from a walk of its batch headers."""
+    """What a round needs of the log's producer state: its aborted transactions (from
+    the ``.txnindex`` files), the first offset of an undecided transaction, and the last
+    batch of each active producer."""
 
-    aborted: list[AbortedTxn]
+    log: Log
     first_unstable_offset: int | None
     last_records: dict[int, _LastRecord]   # active producers only
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
         """Kafka's ``collectAbortedTransactions(start, end)``."""
-        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+        return self.log.collect_aborted_transactions(start, end)
 
 
 def _control_type(view, position: int, size: int) -> ControlRecordType | None:
@@ -320,41 +313,17 @@ def _control_type(view, position: int, size: int) -> ControlRecordType | None:
 
 
 def _scan_producers(log: Log, now_ms: int, expiration_ms: int) -> _ProducerState:
-    """One walk over every batch header of ``log``: aborted transactions, the first
-    offset of an undecided transaction, and the last batch of each active producer."""
-    open_txn: dict[int, int] = {}            # producer -> first offset of its transaction
-    aborted: list[AbortedTxn] = []
-    last: dict[int, list] = {}               # producer -> [last data offset, epoch, last ts]
-    for segment in log.segments:
-        # headers only, read through small windows: no map of the file, so a walk of a
-        # large log adds no resident memory
-        for entry, raw in segment.log.walk_headers():
-            if entry.magic < 2 or len(raw) < RECORD_BATCH_OVERHEAD:
-                continue
-            (base, length, _ple, _magic, _crc, attrs, lod, _bts, max_ts, pid, epoch,
-             _seq, _count) = V2_HEADER.unpack_from(raw)
-            if pid < 0:
-                continue
-            last_offset = base + lod
-            state = last.setdefault(pid, [None, epoch, max_ts])
-            state[1] = epoch
-            state[2] = max(state[2], max_ts)
-            if attrs & _CONTROL_BIT:
-                if not attrs & _TRANSACTIONAL_BIT:
-                    continue
-                data = segment.log.read(entry.position, entry.size)   # a small batch
-                ctype = _control_type(memoryview(data), 0, len(data))
-                first = open_txn.pop(pid, last_offset)
-                if ctype == ControlRecordType.ABORT:
-                    aborted.append(AbortedTxn(pid, first, last_offset))
-            else:
-                state[0] = last_offset
-                if attrs & _TRANSACTIONAL_BIT and pid not in open_txn:
-                    open_txn[pid] = base
-    aborted.sort(key=lambda t: t.first_offset)
-    active = {pid: _LastRecord(e[0], e[1]) for pid, e in last.items()
-              if pid in open_txn or now_ms - e[2] < expiration_ms}
-    return _ProducerState(aborted, min(open_txn.values()) if open_txn else None, active)
+    """The log's producer state as a round sees it (Kafka's ``activeProducers`` and
+    ``firstUnstableOffset``); a producer idle for ``producer.id.expiration.ms`` with no
+    open transaction counts as gone, as if the periodic expiration had run."""
+    with log.lock:
+        producers = log.producer_state_manager.producers
+        active = {pid: _LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None,
+                                   e.producer_epoch)
+                  for pid, e in producers.items()
+                  if e.current_txn_first_offset is not None
+                  or now_ms - e.last_timestamp < expiration_ms}
+        return _ProducerState(log, log.first_unstable_offset, active)
 
 
 def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int,
@@ -473,6 +442,9 @@ class _TxnTracker:
         self._ongoing_aborted: dict[int, list] = {}   # producer -> [txn, last batch seen]
         self._ongoing_committed: set[int] = set()
         self._seq = 0
+        #: pass 2: the ``.txnindex`` of the segment being written, where an ABORT marker
+        #: that stays (its transaction had batches in this pass) keeps its entry
+        self.cleaned_index = None
 
     def add_aborted(self, txns: Iterable[AbortedTxn]) -> None:
         for txn in txns:
@@ -493,7 +465,11 @@ class _TxnTracker:
         if control_type == ControlRecordType.ABORT:
             state = self._ongoing_aborted.pop(producer_id, None)
             # kept until every batch of its transaction is gone
-            return not (state is not None and state[1] is not None)
+            if state is not None and state[1] is not None:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(state[0])
+                return False
+            return True
         if control_type == ControlRecordType.COMMIT:
             if producer_id in self._ongoing_committed:
                 self._ongoing_committed.discard(producer_id)
@@ -674,6 +650,7 @@ class Cleaner:
                         truncated: int | None) -> None:
         sizes = [seg.size for seg in group]
         cleaned = _new_cleaned_segment(log, group[0].base_offset)
+        tracker.cleaned_index = cleaned.txn_index
         try:
             for i, segment in enumerate(group):
                 seg_end = group[i + 1].base_offset if i + 1 < len(group) \
@@ -694,7 +671,9 @@ class Cleaner:
                         f"The segments of {log.dir} from offset {group[0].base_offset} changed "
                         "while they were cleaned", path=log.dir)
                 log.replace_segments([cleaned], group)
+            tracker.cleaned_index = None
         except BaseException:
+            tracker.cleaned_index = None
             # Before the swap began the new files are ours to drop. Once a rename of it
             # happened they belong to the crash-safe protocol: the next open finishes or
             # rolls back the swap, and deleting them now could lose data.

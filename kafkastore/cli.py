@@ -461,25 +461,37 @@ def _consume_log(args: argparse.Namespace, tp, log, remaining: int | None) -> in
     to print (None: no limit). ``log`` is a :class:`~kafkastore.log.Log` or a
     :class:`~kafkastore.log_view.ReadOnlyLog` (the same read and search API)."""
     from kafkastore.log import EARLIEST_TIMESTAMP
+    from kafkastore.txn_index import AbortedTransactionFilter
 
+    # read_committed: the log ends at the last stable offset for the consumer
+    committed = getattr(args, "isolation_level", "read_uncommitted") == "read_committed"
+    end = log.last_stable_offset if committed else log.log_end_offset
     if args.offset is not None:
         start = max(args.offset, log.log_start_offset)
     elif args.timestamp is not None:
         found = log.offset_for_timestamp(args.timestamp)
         start = log.log_end_offset if found is None else found.offset
     elif args.last is not None:
-        start = max(log.log_end_offset - args.last, log.log_start_offset)
+        start = max(end - args.last, log.log_start_offset)
     else:
         found = log.offset_for_timestamp(EARLIEST_TIMESTAMP)
         start = found.offset if found is not None else log.log_start_offset
     offset = start
-    while offset < log.log_end_offset and (remaining is None or remaining > 0):
+    txn_filter = AbortedTransactionFilter(log.collect_aborted_transactions(start, end)) \
+        if committed and start < end else None
+    while offset < end and (remaining is None or remaining > 0):
         batches = list(log.read(offset, 1 << 20).batches(validate=True))
         if not batches:
             break
         for batch in batches:
-            if not batch.is_control:
+            if batch.magic >= 2 and batch.base_offset >= end:
+                return remaining
+            if txn_filter is not None and not txn_filter.keep(batch):
+                pass   # an aborted transaction's batch, or a marker
+            elif not batch.is_control:
                 for r in batch:
+                    if r.offset >= end:
+                        return remaining
                     if r.offset < offset or (remaining is not None and remaining <= 0):
                         continue
                     _print_record(tp, r, args)
@@ -889,6 +901,10 @@ def _build_parser() -> argparse.ArgumentParser:
     where.add_argument("--last", type=int, metavar="N",
                        help="only the last N records of each partition")
     p.add_argument("--max-records", type=int)
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted",
+                   help="read_committed: stop at the last stable offset and leave out "
+                   "the records of aborted transactions, as a Kafka consumer does")
     p.add_argument("--format", choices=("text", "json"), default="text")
     for flag in ("key", "headers", "timestamp", "offset"):
         p.add_argument(f"--print-{flag}", action="store_true")

@@ -47,6 +47,7 @@ import numpy as np
 from kafkastore.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kafkastore.errors import (
     CorruptRecordError,
+    CorruptSnapshotError,
     KafkaStoreError,
     OffsetOutOfRangeError,
     StorageFileNotFoundError,
@@ -54,17 +55,33 @@ from kafkastore.errors import (
 from kafkastore.file_records import LogSlice, StorageRecords
 from kafkastore.index import OffsetIndexView, TimeIndexView
 from kafkastore.log_dir import InvalidPartitionDirError, parse_partition_dir_name
-from kafkastore.records import RecordColumns, decode_columns, iter_batches, read_batch
+from kafkastore.producer_state import PRODUCER_SNAPSHOT_FILE_SUFFIX, parse_snapshot
+from kafkastore.records import (
+    V2_HEADER,
+    RecordColumns,
+    decode_columns,
+    iter_batches,
+    read_batch,
+    scan_batches,
+)
 from kafkastore.segment import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     TimestampAndOffset,
     log_file_offset,
     max_timestamp_record,
 )
 from kafkastore.storage import FileInfo, ReadOnlyStorage, open_storage
 from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME, TopicPartition
+from kafkastore.txn_index import (
+    AbortedTransactionFilter,
+    AbortedTxn,
+    collect_aborted_txns,
+    keep_mask,
+    parse_aborted_txns,
+)
 
 __all__ = ["SegmentRef", "ReadOnlyLog", "ReadOnlyLogDir"]
 
@@ -72,6 +89,18 @@ __all__ = ["SegmentRef", "ReadOnlyLog", "ReadOnlyLogDir"]
 _LATEST, _EARLIEST, _MAX, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _CHUNK = 8 << 20
 _READ = 1 << 20
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+_TRANSACTIONAL_BIT, _CONTROL_BIT = 0x10, 0x20
+
+
+def _check_isolation(isolation_level: str) -> bool:
+    """True for read_committed; a ValueError for anything but the two levels."""
+    if isolation_level == READ_COMMITTED:
+        return True
+    if isolation_level != READ_UNCOMMITTED:
+        raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or "
+                         f"{READ_COMMITTED!r}, not {isolation_level!r}")
+    return False
 
 
 @dataclass(frozen=True)
@@ -92,9 +121,10 @@ class ReadOnlyLog:
 
     Files: ``<base offset, 20 digits>.log`` segments with optional ``.index`` (8-byte
     entries: relative offset int32, position int32) and ``.timeindex`` (12-byte entries:
-    timestamp int64, relative offset int32), big-endian, as Kafka writes them. Other
-    files (snapshots, ``.txnindex``, ``.deleted``/``.cleaned``/``.swap`` leftovers) are
-    not read.
+    timestamp int64, relative offset int32), big-endian, as Kafka writes them; for
+    read_committed reads, the ``.txnindex`` files (aborted transactions) and the latest
+    producer ``.snapshot`` (open transactions). ``.deleted``/``.cleaned``/``.swap``
+    leftovers are not read.
 
     Invariants: ``segments`` are sorted by base offset and fixed for the view's life;
     ``log_start_offset <= log_end_offset``; reads never return a record below the log
@@ -128,6 +158,7 @@ class ReadOnlyLog:
         self._time_indexes: dict[int, TimeIndexView] = {}
         self._records: dict[int, StorageRecords] = {}
         self._leo: int | None = None
+        self._lso: int | None = None
 
     @classmethod
     def open(cls, uri: str, *, storage_options: Mapping[str, Any] | None = None,
@@ -266,6 +297,85 @@ class ReadOnlyLog:
                 return max(seg.base_offset, self.log_start_offset)
         return self.log_start_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO as the files say it: the first offset of the oldest transaction
+        with no marker yet (open in the latest readable producer snapshot at or below the
+        log end offset, or begun by a batch after it), else the log end offset. Found by
+        a walk of the batch headers after that snapshot (from the log start without
+        one)."""
+        if self._lso is None:
+            self._lso = self._compute_lso()
+        return self._lso
+
+    def fetch_end_offset(self, isolation_level: str = READ_UNCOMMITTED) -> int:
+        """Where a fetch of ``isolation_level`` ends: the LSO for read_committed, else the
+        log end offset."""
+        if _check_isolation(isolation_level):
+            return self.last_stable_offset
+        return self.log_end_offset
+
+    def _compute_lso(self) -> int:
+        end = self.log_end_offset
+        open_txns: dict[int, int] = {}
+        start = None
+        suffix = PRODUCER_SNAPSHOT_FILE_SUFFIX
+        snapshots = sorted((int(name[:-len(suffix)]), info) for name, info in self._files.items()
+                           if name.endswith(suffix) and name[:-len(suffix)].isdigit())
+        for offset, info in reversed(snapshots):
+            if offset > end:
+                continue
+            uri = self.storage.uri(info.path)
+            try:
+                entries = parse_snapshot(self.storage.read_file(info.path) or b"", uri)
+            except CorruptSnapshotError:
+                continue   # an older one, as Kafka's loader falls back
+            open_txns = {e.producer_id: e.current_txn_first_offset for e in entries
+                         if e.current_txn_first_offset is not None}
+            start = offset
+            break
+        if start is None:
+            start = self.log_start_offset
+        for seg, lo, hi in self.segments_for(start, end):
+            position, _ = self.floor_position(seg, lo)
+            try:
+                for header, raw in self.segment_records(seg).walk_headers(position,
+                                                                          end=seg.size):
+                    if header.last_offset < lo or header.magic < 2 or len(raw) < 61:
+                        continue
+                    if header.base_offset >= hi:
+                        break
+                    fields = V2_HEADER.unpack_from(raw)
+                    attrs, pid, count = fields[5], fields[9], fields[12]
+                    if pid < 0 or not attrs & _TRANSACTIONAL_BIT:
+                        continue
+                    if attrs & _CONTROL_BIT:
+                        if count > 0:
+                            open_txns.pop(pid, None)   # a marker ends the transaction
+                    elif pid not in open_txns:
+                        open_txns[pid] = header.base_offset
+            except CorruptRecordError:
+                break   # a torn tail: the log end offset stops before it anyway
+        return min(min(open_txns.values(), default=end), end)
+
+    def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions a read of ``[start, end)`` needs (Kafka's
+        ``collectAbortedTransactions``), from the ``.txnindex`` files."""
+        out: list[AbortedTxn] = []
+        segs = self.segments
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for seg in segs[i:]:
+            info = self._sibling(seg, TXN_INDEX_FILE_SUFFIX)
+            if info is None or info.size == 0:
+                continue
+            uri = self.storage.uri(info.path)
+            entries = parse_aborted_txns(self.storage.read_file(info.path) or b"", uri)
+            found = collect_aborted_txns(entries, start, end)
+            out.extend(found.aborted)
+            if found.complete:
+                break
+        return out
+
     def _last_offset_from(self, seg: SegmentRef, start: int) -> int | None:
         last = None
         try:
@@ -370,14 +480,24 @@ class ReadOnlyLog:
                     break
 
     def records(self, start: int | None = None, end: int | None = None, *,
-                include_control: bool = False) -> Iterator:
+                include_control: bool = False,
+                isolation_level: str = READ_UNCOMMITTED) -> Iterator:
         """Every record with ``start <= offset < end`` (default: the whole log), as
         :class:`~kafkastore.records.Record` objects, CRCs checked; control batches'
-        records only with ``include_control``."""
+        records only with ``include_control``. ``isolation_level="read_committed"``
+        stops at the last stable offset and leaves out the records of aborted
+        transactions (and the control batches), as Kafka's consumer does."""
+        committed = _check_isolation(isolation_level)
         lo, hi = self._bounds(start, end)
+        txn_filter = None
+        if committed:
+            hi = min(hi, self.last_stable_offset)
+            txn_filter = AbortedTransactionFilter(self.collect_aborted_transactions(lo, hi))
         for data, pos, uri in self._chunks(lo, hi):
             try:
                 for batch in iter_batches(data, validate=True):
+                    if txn_filter is not None and not txn_filter.keep(batch):
+                        continue
                     if batch.is_control and not include_control:
                         continue
                     for rec in batch:
@@ -389,10 +509,17 @@ class ReadOnlyLog:
                 raise exc.with_context(path=uri) from None
 
     def columns(self, start: int | None = None, end: int | None = None, *,
-                headers: bool = False) -> RecordColumns:
+                headers: bool = False,
+                isolation_level: str = READ_UNCOMMITTED) -> RecordColumns:
         """The records of ``[start, end)`` decoded into numpy columns
-        (:func:`~kafkastore.records.decode_columns`; control batches left out)."""
+        (:func:`~kafkastore.records.decode_columns`; control batches left out); with
+        ``isolation_level="read_committed"`` as :meth:`records` filters them."""
+        committed = _check_isolation(isolation_level)
         lo, hi = self._bounds(start, end)
+        txn_filter = None
+        if committed:
+            hi = min(hi, self.last_stable_offset)
+            txn_filter = AbortedTransactionFilter(self.collect_aborted_transactions(lo, hi))
         parts = []
         for data, pos, uri in self._chunks(lo, hi):
             try:
@@ -402,8 +529,19 @@ class ReadOnlyLog:
             off = cols.offset
             a = int(np.searchsorted(off, lo, side="left"))
             b = int(np.searchsorted(off, hi, side="left"))
-            if b > a:
-                parts.append(_slice_columns(cols, a, b))
+            if b <= a:
+                continue
+            if txn_filter is not None:
+                scan = scan_batches(data, validate=False)
+                firsts, lasts = txn_filter.aborted_ranges(data, scan.position, scan.size,
+                                                          scan.magic)
+                keep = keep_mask(np.asarray(off[a:b]), firsts, lasts)
+                if keep is not None:
+                    rows = np.flatnonzero(keep)
+                    for r0, r1 in _row_runs(rows):
+                        parts.append(_slice_columns(cols, a + r0, a + r1))
+                    continue
+            parts.append(_slice_columns(cols, a, b))
         return _concat_columns(parts, headers)
 
     # -- timestamps ------------------------------------------------------------------
@@ -486,6 +624,16 @@ class ReadOnlyLog:
         ts, seg, where = best
         records = self.segment_records(seg)
         return max_timestamp_record(records.walk(where, seg.size), records.read, ts)
+
+
+def _row_runs(rows: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, end)`` runs of consecutive indices in sorted ``rows``."""
+    if rows.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [rows.size]))
+    return [(int(rows[s]), int(rows[e - 1]) + 1) for s, e in zip(starts, ends)]
 
 
 def _slice_columns(cols: RecordColumns, a: int, b: int) -> dict:

@@ -66,7 +66,6 @@ from kafkastore.errors import (
     KafkaStoreError,
 )
 from kafkastore.log import Log
-from kafkastore.storage import require_local_path
 from kafkastore.log_dir import (
     CLEAN_SHUTDOWN_FILE,
     DELETE_DIR_SUFFIX,
@@ -81,6 +80,7 @@ from kafkastore.log_dir import (
     write_meta_properties,
 )
 from kafkastore.retention import delete_old_segments
+from kafkastore.storage import require_local_path
 from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME, TopicPartition, validate_topic
 
 __all__ = ["LogManager", "ManagerConfig"]
@@ -97,9 +97,11 @@ class ManagerConfig:
 
     ``log.retention.check.interval.ms`` (300000), ``log.flush.scheduler.interval.ms``
     (Long.MAX_VALUE: flushes only by roll, close and each log's ``flush.ms`` /
-    ``flush.messages``), ``log.flush.offset.checkpoint.interval.ms`` (60000) and
-    ``log.flush.start.offset.checkpoint.interval.ms`` (60000). Also accepts the Python
-    spelling (``log_retention_check_interval_ms``). Immutable.
+    ``flush.messages``), ``log.flush.offset.checkpoint.interval.ms`` (60000),
+    ``log.flush.start.offset.checkpoint.interval.ms`` (60000) and
+    ``producer.id.expiration.check.interval.ms`` (600000: how often producers idle for
+    ``producer.id.expiration.ms``, a cleaner setting, are forgotten). Also accepts the
+    Python spelling (``log_retention_check_interval_ms``). Immutable.
     """
 
     _KEYS = {
@@ -109,6 +111,8 @@ class ManagerConfig:
                                                     60000),
         "log.flush.start.offset.checkpoint.interval.ms": (
             "log_start_offset_checkpoint_interval_ms", 60000),
+        "producer.id.expiration.check.interval.ms": (
+            "producer_id_expiration_check_interval_ms", 600000),
     }
     __slots__ = tuple(attr for attr, _ in _KEYS.values())
 
@@ -129,7 +133,9 @@ class ManagerConfig:
                 f"recovery_point_checkpoint_interval_ms="
                 f"{self.recovery_point_checkpoint_interval_ms}, "
                 f"log_start_offset_checkpoint_interval_ms="
-                f"{self.log_start_offset_checkpoint_interval_ms})")
+                f"{self.log_start_offset_checkpoint_interval_ms}, "
+                f"producer_id_expiration_check_interval_ms="
+                f"{self.producer_id_expiration_check_interval_ms})")
 
 
 class _Scheduler:
@@ -281,6 +287,8 @@ class LogManager:
             else CleanerConfig(cleaner_config)
         #: The log cleaner (Kafka's LogCleaner); scheduled only with log.cleaner.enable.
         self.cleaner = LogCleaner(cleaner_config, self._logs_by_dir, time_ms=self._time_ms)
+        # one producer.id.expiration.ms for the logs and the cleaner (a broker setting)
+        self._producer_expiration_ms = cleaner_config.producer_id_expiration_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, _LogDir] = {}
@@ -373,7 +381,8 @@ class LogManager:
             log = Log.open(full, self._topic_config(tp.topic),
                            recovery_point=recovery_points.get(tp, 0),
                            log_start_offset=start_offsets.get(tp, 0),
-                           had_clean_shutdown=clean, time_ms=self._time_ms)
+                           had_clean_shutdown=clean, time_ms=self._time_ms,
+                           producer_id_expiration_ms=self._producer_expiration_ms)
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
         if os.path.exists(marker):
@@ -438,7 +447,8 @@ class LogManager:
             else:
                 log_config = self._topic_config(topic)
             fresh = not os.path.exists(full)
-            log = Log.open(full, log_config, had_clean_shutdown=True, time_ms=self._time_ms)
+            log = Log.open(full, log_config, had_clean_shutdown=True, time_ms=self._time_ms,
+                           producer_id_expiration_ms=self._producer_expiration_ms)
             if fresh:
                 _fileio.fs.fsync_dir(log_dir.path)
             self._logs[tp] = log
@@ -552,6 +562,8 @@ class LogManager:
                    mc.log_start_offset_checkpoint_interval_ms,
                    lambda now: self.checkpoint_log_start_offsets())
         s.schedule("kafka-delete-logs", _DELETE_POLL_MS, self.delete_due_files)
+        s.schedule("PeriodicProducerExpirationCheck",
+                   mc.producer_id_expiration_check_interval_ms, self.remove_expired_producers)
         if self.cleaner.config.enable_cleaner:
             s.schedule("kafka-log-cleaner-thread-0", self.cleaner.config.backoff_ms,
                        self._cleaner_task)
@@ -593,6 +605,12 @@ class LogManager:
         (``compact,delete`` ones get every pass, ``compact`` ones the log start offset
         pass); segments removed. The cleaner's scheduled task runs it after each round."""
         return self._retention_pass(self.cleaner.deletable_logs(), now_ms)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget, in every log, the producers idle for ``producer.id.expiration.ms`` with
+        no open transaction (Kafka's ``PeriodicProducerExpirationCheck``); how many."""
+        now = self._time_ms() if now_ms is None else now_ms
+        return sum(log.remove_expired_producers(now) for log in self.logs().values())
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
         """Flush every log whose ``flush.ms`` has passed; how many were flushed."""

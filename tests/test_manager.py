@@ -217,7 +217,8 @@ def test_periodic_checkpoint_feeds_recovery_after_a_crash(tmp_path, monkeypatch,
     spy = OpenSpy(monkeypatch)
     m = manager(d, clock)
     assert spy.by_name()["t-0"] == dict(recovery_point=5, log_start_offset=0,
-                                        had_clean_shutdown=False, time_ms=clock)
+                                        had_clean_shutdown=False, time_ms=clock,
+                                        producer_id_expiration_ms=86_400_000)
     assert m.get("t", 0).log_end_offset == 8   # nothing was lost by the page cache here
     m.close()
 

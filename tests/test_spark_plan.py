@@ -57,7 +57,8 @@ def opts(streaming=False, **kw):
     ({"kafka.value.deserializer": "x"}, "'value.deserializer' is not supported"),
     ({"minPartitions": 0}, "Invalid value '0' for option 'minPartitions'"),
     ({"maxRecordsPerPartition": -3}, "option 'maxRecordsPerPartition'"),
-    ({"kafka.isolation.level": "read_committed"}, "read_committed"),
+    ({"kafka.isolation.level": "read_commited"},
+     "Invalid value 'read_commited' for kafka.isolation.level"),
     ({"startingOffsets": "[1]"}, "Expected e.g."),
     ({"failOnDataLoss": "maybe"}, "must be true or false"),
 ])
@@ -404,3 +405,16 @@ def test_cuts_inside_legacy_wrappers_lose_nothing(tmp_path, cut):
     assert len(splits) > 1
     got = read_all(splits)[TopicPartition("mixed", 0)]
     assert got == expected_records(str(tmp_path), TopicPartition("mixed", 0))
+
+
+def test_an_arrow_batch_past_2_gib_of_values_is_a_clear_error():
+    """Found by the linter while adding read_committed: the guard named an exception it
+    never imported, so a batch of more than 2 GiB of keys or values died with NameError."""
+    import numpy as np
+
+    from kafkastore.errors import KafkaStoreError
+    from kafkastore.spark.reader import _binary
+
+    offsets = np.array([0, 1 << 31], dtype=np.int64)
+    with pytest.raises(KafkaStoreError, match="lower the arrowBatchRows option"):
+        _binary(None, None, offsets, np.zeros(0, np.uint8), None, 0, 1)

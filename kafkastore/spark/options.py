@@ -51,7 +51,7 @@ _UNSUPPORTED_KAFKA = {
     "kafka.interceptor.classes":
         "Interceptors would see every record as raw bytes; the source does not run them.",
 }
-_ACCEPTED_ISOLATION = ("read_uncommitted",)
+_ACCEPTED_ISOLATION = ("read_uncommitted", "read_committed")
 
 #: Why a streaming sink without an id is refused.
 NO_SINK_ID = ("A streaming kafkastore sink needs a stable id for its exactly-once commits: "
@@ -179,6 +179,9 @@ class ReadOptions:
     pushdown: bool = False
     #: ``storage.<name>`` reader options: the store's settings (kafkastore.storage.OPTIONS)
     storage_options: tuple[tuple[str, str], ...] = ()
+    #: ``kafka.isolation.level``: read_committed stops at the last stable offset and
+    #: drops the records of aborted transactions
+    isolation_level: str = "read_uncommitted"
 
     @property
     def storage(self) -> dict[str, str]:
@@ -234,9 +237,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
     if isolation not in _ACCEPTED_ISOLATION:
         raise ConfigError(
-            f"kafka.isolation.level={isolation} is not supported by the kafkastore source: "
-            "read_committed needs the aborted-transaction index (.txnindex), which "
-            "kafkastore does not keep. Control batches are always skipped.")
+            f"Invalid value '{isolation}' for kafka.isolation.level: 'read_uncommitted' or "
+            "'read_committed'")
     given = [s for s in _STRATEGIES if s in opts]
     if not given:
         raise ConfigError("One of the following options must be specified for Kafka "
@@ -336,6 +338,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         batch_rows=_positive(opts, "arrowBatchRows") or 65536,
         pushdown=_bool(opts, "pushdown", False),
         storage_options=_storage_options(opts, path),
+        isolation_level=isolation,
     )
 
 

@@ -22,6 +22,7 @@ Order of work, as in Spark-Kafka:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 from collections.abc import Iterable, Mapping
@@ -71,6 +72,9 @@ class Split:
     topic: str
     partition: int
     slices: tuple[SegmentSlice, ...]
+    #: read_committed: the ``(producer id, first offset)`` of each aborted transaction
+    #: the slices may hold records of (None: read_uncommitted)
+    aborted: tuple[tuple[int, int], ...] | None = None
 
     @property
     def records(self) -> int:
@@ -145,18 +149,19 @@ def selected_partitions(opts: ReadOptions, layouts: Mapping[TopicPartition, Read
 
 
 def _offset_for(layout: ReadOnlyLog, spec: OffsetSpec, tp: TopicPartition,
-                which: str, strategy: str, tps: list[TopicPartition]) -> int:
+                which: str, strategy: str, tps: list[TopicPartition],
+                isolation: str = "read_uncommitted") -> int:
     if spec.kind == "earliest":
         return layout.log_start_offset
     if spec.kind == "latest":
-        return layout.log_end_offset
+        return layout.fetch_end_offset(isolation)
     if spec.kind == "offsets":
         _check_all(spec.offsets, tps, f"{which}Offsets")
         off = spec.offsets[(tp.topic, tp.partition)]
         if off == EARLIEST:
             return layout.log_start_offset
         if off == LATEST:
-            return layout.log_end_offset
+            return layout.fetch_end_offset(isolation)
         return off
     if spec.kind == "timestamp":
         ts = spec.timestamp
@@ -173,7 +178,7 @@ def _offset_for(layout: ReadOnlyLog, spec: OffsetSpec, tp: TopicPartition,
         raise ConfigError(f"No offset matched from request of topic-partition {tp} and "
                           f"timestamp {ts}. (set startingOffsetsByTimestampStrategy to "
                           f"'latest' to start at the latest offset instead)")
-    return layout.log_end_offset
+    return layout.fetch_end_offset(isolation)
 
 
 def _check_all(given: Mapping, tps: list[TopicPartition], name: str) -> None:
@@ -244,16 +249,19 @@ def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyL
     out = {}
     for tp in tps:
         layout = layouts[tp]
-        log_start, leo = layout.log_start_offset, layout.log_end_offset
+        # (read_committed: the last stable offset is where the log ends for the query,
+        # as a read_committed consumer's end offsets are)
+        log_start, leo = layout.log_start_offset, layout.fetch_end_offset(opts.isolation_level)
         if starts is not None:
             start = starts.get(tp, log_start)
         else:
             start = _offset_for(layout, opts.starting, tp, "starting",
-                                opts.timestamp_strategy, tps)
+                                opts.timestamp_strategy, tps, opts.isolation_level)
         if ends is not None:
             end = ends.get(tp, leo)
         else:
-            end = _offset_for(layout, opts.ending, tp, "ending", "latest", tps)
+            end = _offset_for(layout, opts.ending, tp, "ending", "latest", tps,
+                              opts.isolation_level)
         if start < log_start:
             if opts.fail_on_data_loss:
                 raise OffsetOutOfRangeError(data_loss_message(tp, start, log_start),
@@ -310,7 +318,14 @@ def plan_splits(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyLog]
         if total:
             splits = [q for s in splits for q in _cut_even(
                 layouts, s, max(round(s.records / total * opts.min_partitions), 1))]
-    return [s for s in splits if s.records]
+    splits = [s for s in splits if s.records]
+    if opts.isolation_level == "read_committed":
+        splits = [dataclasses.replace(s, aborted=tuple(
+            (t.producer_id, t.first_offset) for t in layouts[TopicPartition(
+                s.topic, s.partition)].collect_aborted_transactions(s.slices[0].lo,
+                                                            s.slices[-1].hi)))
+            for s in splits]
+    return splits
 
 
 def _span(split: Split) -> int:

@@ -21,10 +21,11 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from kafkastore.errors import StorageFileNotFoundError
+from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
 from kafkastore.file_records import read_chunks
 from kafkastore.records import V2_HEADER, decode_columns
 from kafkastore.spark.planner import SegmentSlice, Split
+from kafkastore.txn_index import AbortedTransactionFilter, keep_mask
 
 __all__ = ["KAFKA_FIELDS", "HEADERS_FIELD", "schema_ddl", "arrow_schema", "headers_type",
            "read_split", "columns_to_arrow"]
@@ -89,7 +90,9 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
     ``ts_min`` skips whole batches whose max timestamp is below it (a pushed
     ``timestamp >= T``; Spark re-checks the rows). ``offset_in`` keeps only those
     offsets (a pushed ``offset IN (...)``, which is exact). Control batches are
-    skipped. A corrupt entry raises a :class:`~kafkastore.errors.KafkaStoreError`
+    skipped; a read_committed split (``split.aborted`` set) also drops the records of
+    its aborted transactions (:class:`~kafkastore.txn_index.AbortedTransactionFilter`).
+    A corrupt entry raises a :class:`~kafkastore.errors.KafkaStoreError`
     naming the file and position. ``storage`` serves the slices' paths (default: the
     local file system).
     """
@@ -103,15 +106,22 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
     topic = split.topic.encode()
     wanted = None if offset_in is None else np.fromiter(offset_in, dtype=np.int64,
                                                          count=len(offset_in))
+    txn_filter = None if split.aborted is None else AbortedTransactionFilter(split.aborted)
     for sl in split.slices:
-        for cols, i0, i1 in _slice_columns(storage, sl, headers, ts_min, chunk_size):
+        for cols, i0, i1 in _slice_columns(storage, sl, headers, ts_min, chunk_size,
+                                           txn_filter):
             keep = None if wanted is None else np.isin(cols["offset"][i0:i1], wanted)
+            aborted = cols.pop("_aborted", None)
+            if aborted is not None:
+                committed = keep_mask(cols["offset"][i0:i1], *aborted)
+                if committed is not None:
+                    keep = committed if keep is None else keep & committed
             if keep is not None and not keep.any():
                 continue
             for a in range(i0, i1, batch_rows):
                 b = min(a + batch_rows, i1)
                 batch = columns_to_arrow(cols, a, b, names, schema, topic, split.partition)
-                if keep is not None:   # a pushed ``offset IN (...)``: exact, so filter here
+                if keep is not None:   # offset IN (...) or read_committed: exact, so here
                     batch = batch.filter(pa.array(keep[a - i0:b - i0]))
                     if not batch.num_rows:
                         continue
@@ -156,14 +166,16 @@ def _gone(storage, sl: SegmentSlice) -> StorageFileNotFoundError:
 
 
 def _slice_columns(storage, sl: SegmentSlice, headers: bool, ts_min: int | None,
-                   chunk_size: int):
-    """Yield ``(columns, i0, i1)``: decoded chunks of ``sl`` and the rows in ``[lo, hi)``."""
+                   chunk_size: int, txn_filter=None):
+    """Yield ``(columns, i0, i1)``: decoded chunks of ``sl`` and the rows in ``[lo, hi)``
+    (with ``txn_filter``, the columns also hold ``_aborted``: the offset ranges of the
+    aborted batches, for :func:`~kafkastore.txn_index.keep_mask`)."""
     try:
         reader = storage.open(sl.path, sl.size if sl.size >= 0 else None)
     except StorageFileNotFoundError:
         raise _gone(storage, sl) from None
     try:
-        yield from _read_slice(storage, reader, sl, headers, ts_min, chunk_size)
+        yield from _read_slice(storage, reader, sl, headers, ts_min, chunk_size, txn_filter)
     except StorageFileNotFoundError:
         raise _gone(storage, sl) from None
     finally:
@@ -171,7 +183,7 @@ def _slice_columns(storage, sl: SegmentSlice, headers: bool, ts_min: int | None,
 
 
 def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | None,
-                chunk_size: int):
+                chunk_size: int, txn_filter=None):
     size = reader.size
     start, prev_last = _verified_start(reader, sl)
     # the planned end bounds the ranged reads; it is an index position of the file that
@@ -207,6 +219,13 @@ def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | 
                 after = first >= sl.hi
                 stop = bool(after.any())
                 keep &= ~after
+                aborted = None
+                if txn_filter is not None:
+                    # every batch of the range, in order (markers included): the
+                    # filter's state follows the partition
+                    rows = np.flatnonzero(keep)
+                    aborted = txn_filter.aborted_ranges(data, scan.position[rows],
+                                                        scan.size[rows], scan.magic[rows])
                 if ts_min is not None:
                     keep &= scan.max_timestamp >= ts_min
                 for a, b in _runs(keep):
@@ -218,6 +237,8 @@ def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | 
                     i0 = int(np.searchsorted(offs, sl.lo, side="left"))
                     i1 = int(np.searchsorted(offs, sl.hi, side="left"))
                     if i0 < i1:
+                        if aborted is not None and aborted[0].size:
+                            cols["_aborted"] = aborted
                         yield cols, i0, i1
                 if stop or prev_last >= sl.hi - 1:
                     return

@@ -273,7 +273,7 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return self._listing
 
     def _leos(self, layouts) -> dict:
-        return {tp: layouts[tp].log_end_offset
+        return {tp: layouts[tp].fetch_end_offset(self.opts.isolation_level)
                 for tp in selected_partitions(self.opts, layouts)}
 
     def initialOffset(self) -> dict:

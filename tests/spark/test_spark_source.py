@@ -179,3 +179,59 @@ def test_bad_options_fail_the_query(spark, tmp_path):
         read(spark, root, subscribe="orders", startingOffsets="latest").collect()
     with pytest.raises(Exception, match="One of the following options"):
         read(spark, root).collect()
+
+
+def make_transactional_logs(root, partitions=2):
+    """Two producers' transactions interleaved with plain records, some aborted, some
+    committed, one left open at the end, over several segments; returns, per partition,
+    ``(offset, value)`` of every record and the values a read_committed reader keeps."""
+    from kafkastore.log import Log
+
+    expect = {}
+    for p in range(partitions):
+        log = Log.open(str(root / f"orders-{p}"), {"segment.bytes": 2000})
+        seq = {1: 0, 2: 0}
+        aborted, open_from = set(), None
+        for r in range(12):
+            for pid in (1, 2):
+                vals = [f"p{p}-r{r}-pid{pid}-{i}".encode() for i in range(3)]
+                log.append([(b"k", v, T0 + r) for v in vals], producer_id=pid,
+                           producer_epoch=0, base_sequence=seq[pid], is_transactional=True,
+                           compression=["none", "zstd"][r % 2])
+                seq[pid] += 3
+                if (r + pid + p) % 3 == 0:
+                    aborted.update(vals)
+            log.append([(b"plain", f"p{p}-plain-{r}".encode(), T0 + r)])
+            for pid in (1, 2):
+                log.append_end_txn_marker(pid, 0, "ABORT" if (r + pid + p) % 3 == 0
+                                          else "COMMIT")
+        open_from = log.log_end_offset
+        log.append([(b"k", f"p{p}-open".encode(), T0)], producer_id=1, producer_epoch=0,
+                   base_sequence=seq[1], is_transactional=True)
+        log.append([(b"plain", f"p{p}-after-open".encode(), T0)])
+        assert log.last_stable_offset == open_from and len(log.segments) > 2
+        log.close()
+        everything = topic_records(root, "orders")[p]
+        expect[p] = [r.value for r in everything if r.offset < open_from
+                     and r.value not in aborted]
+        assert len(expect[p]) < len([r for r in everything if r.offset < open_from])
+    return str(root), expect
+
+
+@pytest.mark.parametrize("split_options", [{}, {"maxRecordsPerPartition": 7},
+                                           {"splitBy": "topicpartition"}])
+def test_read_committed_drops_aborted_records_and_stops_at_the_lso(spark, tmp_path,
+                                                                  split_options):
+    """Spark's Kafka source with kafka.isolation.level=read_committed: the records of
+    aborted transactions are left out, and each partition ends at its last stable offset
+    (the open transaction and everything after it are not read); read_uncommitted reads
+    every data record."""
+    root, expect = make_transactional_logs(tmp_path / "logs")
+    rows = read(spark, root, subscribe="orders", **{"kafka.isolation.level": "read_committed"},
+                **split_options).select("partition", "offset", "value").collect()
+    got = {}
+    for row in sorted(rows, key=lambda r: (r.partition, r.offset)):
+        got.setdefault(row.partition, []).append(bytes(row.value))
+    assert got == expect
+    every = read(spark, root, subscribe="orders").count()
+    assert every == sum(len(v) for v in topic_records(tmp_path / "logs", "orders").values())
