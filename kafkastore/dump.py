@@ -17,8 +17,17 @@ the file's suffix (the text from its *last* dot):
 ``.timeindex``
     ``timestamp: <t> offset: <o>`` per entry; every entry is checked against the log's
     batch that ends at its offset.
-``.txnindex``, ``.snapshot``
-    kafkastore writes neither: a line on ``err`` says so and the dump goes on.
+``.txnindex``
+    ``version: <v> producerId: <p> firstOffset: <f> lastOffset: <l> lastStableOffset:
+    <lso>`` per aborted transaction (a partial entry at the end is ignored, as Kafka's
+    iterator does).
+``.snapshot``
+    A producer-state snapshot: per producer ``producerId: <p> producerEpoch: <e>
+    coordinatorEpoch: <c> currentTxnFirstOffset: OptionalLong[<o>]`` (or
+    ``OptionalLong.empty``) ``lastTimestamp: <t> `` and, when the producer has a batch,
+    ``firstSequence: <f> lastSequence: <l> lastOffset: <o> offsetDelta: <d> timestamp:
+    <t>``; a corrupt snapshot prints Kafka's message on ``err`` instead (not a file error,
+    as in Kafka).
 anything else
     ``Ignoring unknown file <file>`` on ``err``.
 
@@ -121,6 +130,15 @@ for problems from an index or from deep iteration, the absolute path Kafka print
 ``index_entry``
     ``{"kind": "offset_index", "slot", "offset", "position"}`` or ``{"kind":
     "time_index", "slot", "timestamp", "offset"}``: not with ``verify_index_only``.
+``aborted_txn``
+    ``{"version", "producerId", "firstOffset", "lastOffset", "lastStableOffset"}``: one
+    per ``.txnindex`` entry.
+``producer``
+    ``{"producerId", "producerEpoch", "coordinatorEpoch", "currentTxnFirstOffset"`` (an
+    int or null) ``, "lastTimestamp", "batch"}``, ``batch`` null or ``{"firstSequence",
+    "lastSequence", "lastOffset", "offsetDelta", "timestamp"}``: one per producer of a
+    ``.snapshot``; a corrupt snapshot is a ``problem`` of kind ``corrupt_snapshot`` with
+    ``message``.
 ``index_empty``, ``sanity_check``
     ``<file> is empty.`` and ``{"passed": true}`` for ``<file> passed sanity check.``
 ``problem``
@@ -155,11 +173,13 @@ from kafkastore import compression
 from kafkastore.errors import (
     CorruptIndexError,
     CorruptRecordError,
+    CorruptSnapshotError,
     KafkaStoreError,
     UnsupportedCompressionError,
 )
 from kafkastore.file_records import BatchHeader, FileRecords
 from kafkastore.index import OffsetIndex, TimeIndex
+from kafkastore.producer_state import parse_snapshot
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     V2_HEADER,
@@ -168,6 +188,7 @@ from kafkastore.records import (
     read_batch,
 )
 from kafkastore.segment import snapshot_id_from_file_name
+from kafkastore.txn_index import parse_aborted_txns
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
 
 __all__ = [
@@ -828,6 +849,26 @@ class _TextEmitter(_Emitter):
     def not_supported(self, file: str, reason: str) -> None:
         self._write(self._err, f"kafkastore: {file}: {reason}\n")
 
+    def aborted_txn(self, file: str, txn) -> None:
+        self._write(self._out, f"version: {txn.version} producerId: {txn.producer_id} "
+                               f"firstOffset: {txn.first_offset} lastOffset: {txn.last_offset} "
+                               f"lastStableOffset: {txn.last_stable_offset}\n")
+
+    def producer(self, file: str, entry) -> None:
+        txn = entry.current_txn_first_offset
+        line = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+                f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: "
+                f"{'OptionalLong.empty' if txn is None else f'OptionalLong[{txn}]'} "
+                f"lastTimestamp: {entry.last_timestamp} ")
+        if entry.batch_metadata:
+            m = entry.batch_metadata[0]
+            line += (f"firstSequence: {m.first_seq} lastSequence: {m.last_seq} lastOffset: "
+                     f"{m.last_offset} offsetDelta: {m.offset_delta} timestamp: {m.timestamp}")
+        self._write(self._out, line + "\n")
+
+    def corrupt_snapshot(self, file: str, exc) -> None:
+        self._write(self._err, exc.message + "\n")
+
     #: Per report kind: the header line (``{path}`` filled in) and each pair's line.
     _REPORT_LINES = {
         "offset_mismatches": ("Mismatches in :{path}", "  Index offset: {}, log offset: {}"),
@@ -931,6 +972,26 @@ class _JsonEmitter(_Emitter):
     def not_supported(self, file: str, reason: str) -> None:
         self._obj("problem", file, kind="not_supported", reason=reason)
 
+    def aborted_txn(self, file: str, txn) -> None:
+        self._obj("aborted_txn", file, version=txn.version, producerId=txn.producer_id,
+                  firstOffset=txn.first_offset, lastOffset=txn.last_offset,
+                  lastStableOffset=txn.last_stable_offset)
+
+    def producer(self, file: str, entry) -> None:
+        batch = None
+        if entry.batch_metadata:
+            m = entry.batch_metadata[0]
+            batch = {"firstSequence": m.first_seq, "lastSequence": m.last_seq,
+                     "lastOffset": m.last_offset, "offsetDelta": m.offset_delta,
+                     "timestamp": m.timestamp}
+        self._obj("producer", file, producerId=entry.producer_id,
+                  producerEpoch=entry.producer_epoch, coordinatorEpoch=entry.coordinator_epoch,
+                  currentTxnFirstOffset=entry.current_txn_first_offset,
+                  lastTimestamp=entry.last_timestamp, batch=batch)
+
+    def corrupt_snapshot(self, file: str, exc) -> None:
+        self._obj("problem", file, kind="corrupt_snapshot", message=exc.message)
+
     def error(self, file: str, exc: BaseException) -> None:
         super().error(file, exc)
         if isinstance(exc, KafkaStoreError):
@@ -1015,6 +1076,12 @@ class _LocalFiles:
     @staticmethod
     def open_log(path: str, limit: int | None = None) -> FileRecords:
         return _open_log(path)
+
+    @staticmethod
+    def file_bytes(path: str) -> bytes:
+        """A small file whole (a ``.txnindex``, a ``.snapshot``)."""
+        with open(path, "rb") as f:
+            return f.read()
 
     @staticmethod
     def sibling(file: str, name: str) -> str:
@@ -1150,6 +1217,8 @@ class _StorageFiles:
             raise self._missing(uri)
         return data
 
+    file_bytes = _index_bytes
+
     def offset_index(self, uri: str, base: int):
         from kafkastore.index import OffsetIndexView
 
@@ -1244,10 +1313,10 @@ class _Dumper:
                     self._dump_index(file, name)
                 elif kind == "time_index":
                     self._dump_time_index(file, name)
-                elif kind is not None:
-                    self.emit.not_supported(
-                        file, f"dumping {name[dot:]} files is not supported (kafkastore "
-                        "writes none); skipped")
+                elif kind == "txn_index":
+                    self._dump_txn_index(file, name)
+                elif kind == "producer_snapshot":
+                    self._dump_producer_snapshot(file)
                 else:
                     self.emit.unknown(file)
             except (KafkaStoreError, OSError, ValueError, MemoryError) as exc:
@@ -1257,6 +1326,23 @@ class _Dumper:
             self._advance(max(0, start + self._work(arg) - self.done), force=True)
         self.emit.reports(self.reports)
         return EXIT_FILE_ERROR if self.failed else EXIT_OK
+
+    # .txnindex, .snapshot
+
+    def _dump_txn_index(self, file: str, name: str) -> None:
+        _parse_long(name.split(".")[0], file)   # Kafka's offsetFromFile
+        for txn in parse_aborted_txns(self.src.file_bytes(file), file):
+            self.emit.aborted_txn(file, txn)
+
+    def _dump_producer_snapshot(self, file: str) -> None:
+        data = self.src.file_bytes(file)
+        try:
+            entries = parse_snapshot(data, file)
+        except CorruptSnapshotError as exc:
+            self.emit.corrupt_snapshot(file, exc)   # Kafka: the message on stderr
+            return
+        for entry in entries:
+            self.emit.producer(file, entry)
 
     # .log
 
