@@ -20,16 +20,12 @@ from typing import NamedTuple, NoReturn
 
 import crc32c
 
-from kafkastore import _fileio
+from kafkastore import _fileio, log_loader
 from kafkastore._kernels import entry_walk
-from kafkastore.checkpoint import TEMP_SUFFIX
 from kafkastore.compression import validate_level
 from kafkastore.config import LogConfig
 from kafkastore.errors import (
-    CorruptIndexError,
-    CorruptRecordError,
     InconsistentTopicIdError,
-    InvalidOffsetError,
     InvalidRecordError,
     KafkaStorageError,
     KafkaStoreError,
@@ -38,26 +34,19 @@ from kafkastore.errors import (
     OffsetsOutOfOrderError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
-    UnsafePathError,
 )
 from kafkastore.file_records import LogSlice
-from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from kafkastore.leader_epoch import LeaderEpochFileCache
 from kafkastore.log_dir import PartitionDirLock
 from kafkastore.partition_metadata import (
-    PARTITION_METADATA_FILENAME,
     check_topic_id,
     read_topic_id,
     write_topic_id,
 )
 from kafkastore.producer_state import (
     AppendOrigin,
-    CompletedTxn,
-    ProducerAppendInfo,
     ProducerBatch,
-    ProducerStateEntry,
     ProducerStateManager,
-    iter_producer_batches,
-    list_snapshot_offsets,
     producer_batch,
 )
 from kafkastore.records import (
@@ -76,18 +65,14 @@ from kafkastore.segment import (
     LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
     LogSegment,
     TimestampAndOffset,
     max_timestamp_record,
-    offset_from_file_name,
     segment_file,
 )
 from kafkastore.storage import require_local_path
 from kafkastore.txn_index import AbortedTxn
 from kafkastore.validator import (  # the v2 header layout, in one place for the log layer
-    _CONTROL_BIT,
-    _I16,
     _I32,
     _I64,
     _LEGACY_ATTRS,
@@ -141,8 +126,6 @@ _find_entry = entry_walk.find_entry
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 _FOUND, _END = entry_walk.FOUND, entry_walk.END
 _FIRST_OFFSET = -(1 << 63)
-_STALE_TEMP_FILES = frozenset(name + TEMP_SUFFIX for name in (
-    LEADER_EPOCH_CHECKPOINT_FILENAME, PARTITION_METADATA_FILENAME))
 
 
 def _raise_storage_error(exc: OSError, what: str, path: str) -> NoReturn:
@@ -342,277 +325,16 @@ class Log:
                         f"Tried to assign topic ID {topic_id} to log for topic partition "
                         f"{os.path.basename(path)}, but log already contained topic ID "
                         f"{log._topic_id}", path=path)
-            log._load(bool(had_clean_shutdown),
-                      0 if recovery_point is None else recovery_point, log_start_offset)
+            log_loader.load(log, bool(had_clean_shutdown),
+                            0 if recovery_point is None else recovery_point, log_start_offset)
         except BaseException:
             log._close_handlers()
             raise
         return log
 
-    def _load(self, clean: bool, recovery_point: int, log_start_offset: int) -> None:
-        fs = _fileio.fs
-        self._epochs = LeaderEpochFileCache(self.dir)
-        with os.scandir(self.dir) as listing:
-            names = []
-            for entry in listing:
-                # a segment, index, snapshot or swap file that is a symlink would be read,
-                # truncated and appended to through the link: refuse the directory
-                if _offset_or_none(entry.name) is not None and entry.is_symlink():
-                    path = os.path.join(self.dir, entry.name)
-                    raise UnsafePathError(
-                        f"Segment file {path} is a symlink (to {os.readlink(path)}); "
-                        "kafkastore never reads or writes log files through a link",
-                        path=path, log_dir=self.dir)
-                names.append(entry.name)
-        names.sort()
-        # 1. temporary files: .deleted go, .cleaned go, .swap past a .cleaned go; and the
-        # .tmp of a checkpoint of this directory whose write a crash interrupted (the
-        # write replaces it anyway; without this it would stay until the next change)
-        cleaned_min = None
-        swaps = []
-        for name in names:
-            if name in _STALE_TEMP_FILES:
-                fs.unlink(os.path.join(self.dir, name))
-                continue
-            if not name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
-                continue   # (no stat for the ordinary files: a clean open lists 1000s)
-            full = os.path.join(self.dir, name)
-            if not os.path.isfile(full):
-                continue
-            if name.endswith(DELETED_FILE_SUFFIX) and not name.endswith(".checkpoint.deleted"):
-                fs.unlink(full)
-            elif name.endswith(CLEANED_FILE_SUFFIX):
-                base = _offset_or_none(name)
-                if base is not None:
-                    cleaned_min = base if cleaned_min is None else min(cleaned_min, base)
-                fs.unlink(full)
-            elif name.endswith(SWAP_FILE_SUFFIX):
-                swaps.append(name)
-        valid_swaps = []
-        for name in swaps:
-            base = _offset_or_none(name)
-            if cleaned_min is not None and base is not None and base >= cleaned_min:
-                fs.unlink(os.path.join(self.dir, name))  # part of an unfinished split
-            else:
-                valid_swaps.append(name)
-        # 2-3. the segments an interrupted swap was replacing
-        swap_logs = [n for n in valid_swaps
-                     if n[:-len(SWAP_FILE_SUFFIX)].endswith(LOG_FILE_SUFFIX)
-                     and _offset_or_none(n) is not None]
-        if swap_logs:
-            min_base = None
-            max_next = None
-            for name in swap_logs:
-                base = offset_from_file_name(name)
-                seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True,
-                                      suffix=SWAP_FILE_SUFFIX)
-                try:
-                    nxt = _next_offset_by_walk(seg)  # the swap's index may be stale
-                finally:
-                    seg.close_handlers()
-                min_base = base if min_base is None else min(min_base, base)
-                max_next = nxt if max_next is None else max(max_next, nxt)
-            for name in sorted(os.listdir(self.dir)):
-                if name.endswith(SWAP_FILE_SUFFIX):
-                    continue
-                off = _offset_or_none(name)
-                if off is not None and min_base <= off < max_next and _is_segment_file(name):
-                    fs.unlink(os.path.join(self.dir, name))
-        # 4. finish the swap
-        for name in valid_swaps:
-            fs.rename(os.path.join(self.dir, name),
-                      os.path.join(self.dir, name[:-len(SWAP_FILE_SUFFIX)]))
-        # 5. load the segments
-        with os.scandir(self.dir) as listing:
-            is_file = {e.name: e.is_file() for e in listing}   # d_type: no stat per file
-        names = sorted(is_file)
-        self._producers = self._new_producer_state(list_snapshot_offsets(
-            n for n in names if is_file[n]))
-        present = set(names)
-        segments = []
-        for name in names:
-            base = _offset_or_none(name)
-            if base is None or not is_file[name]:
-                continue
-            if name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
-                stem = name[:name.rindex(".")]
-                if stem + LOG_FILE_SUFFIX not in present:
-                    full = os.path.join(self.dir, name)
-                    logger.warning("Found an orphaned index file %s, with no corresponding log "
-                                   "file.", full)
-                    fs.unlink(full)
-                continue
-            if not name.endswith(LOG_FILE_SUFFIX):
-                continue
-            stem = name[:-len(LOG_FILE_SUFFIX)]
-            time_index_newly_created = stem + TIME_INDEX_FILE_SUFFIX not in present
-            seg = LogSegment.open(self.dir, base, self.config, file_already_exists=True,
-                                  time_ms=self._time_ms)
-            try:
-                # Kafka's check (the offset index exists); the content checks run when an
-                # index is first used, so opening maps no index file
-                seg.defer_sanity_check(time_index_newly_created,
-                                       offset_index_exists=stem + INDEX_FILE_SUFFIX in present,
-                                       txn_index_exists=stem + TXN_INDEX_FILE_SUFFIX in present)
-            except CorruptIndexError as exc:
-                logger.warning("Could not find a valid index for segment %s (%s); rebuilding it",
-                               seg.log.path, exc)
-                self._set_segments(segments)   # (the producer state below it is rebuilt)
-                self._recover_segment(seg, log_start_offset)
-            segments.append(seg)
-        self._set_segments(segments)
-        is_deleted_dir = self.dir.rstrip(os.sep).endswith("-delete")
-        if is_deleted_dir:
-            if not self._segments:
-                self._set_segments([self._new_segment(0)])
-            self._next_offset = self._segments[-1].read_next_offset()
-            self._recovery_point = 0
-            self._log_start_offset = 0
-            return
-        # 7. recover
-        if not clean:
-            self._recover_from(recovery_point, log_start_offset)
-        if self._segments:
-            next_offset = self._segments[-1].read_next_offset()
-            if next_offset < log_start_offset:
-                logger.warning("Log end offset %d is below the log start offset %d: deleting all "
-                               "segments", next_offset, log_start_offset)
-                for seg in self._segments:
-                    seg.close_handlers()
-                    seg.delete_if_exists()
-                self._set_segments([])
-                self._epochs.clear()
-                self._producers.truncate_fully_and_start_at(log_start_offset)
-        if not self._segments:
-            self._set_segments([self._new_segment(log_start_offset)])
-        self._next_offset = self._segments[-1].read_next_offset()
-        self._recovery_point = self._next_offset if clean else min(recovery_point,
-                                                                   self._next_offset)
-        # 8. the active segment must not look full
-        active = self._segments[-1]
-        active.offset_index.resize(self.config.segment_index_bytes)
-        active.time_index.resize(self.config.segment_index_bytes)
-        # 10.
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        # the epochs of what the log holds (a checkpoint written before a crash may run
-        # past the recovered end, or below a start offset that moved since)
-        self._epochs.truncate_from_end(self._next_offset)
-        self._epochs.truncate_from_start(self._log_start_offset)
-        # 11. producer state: stray snapshots go, then the state at the log end offset
-        # (a recovery's scratch managers wrote and deleted snapshots: list them again)
-        self._producers.remove_stray_snapshots(self._bases, reload=self._recovered_segments)
-        self._rebuild_producer_state(self._producers, self._next_offset, clean)
-
     def _new_producer_state(self, snapshot_offsets=None) -> ProducerStateManager:
         return ProducerStateManager(self.dir, self._producer_id_expiration_ms, self._time_ms,
                                     snapshot_offsets=snapshot_offsets)
-
-    def _recover_segment(self, seg: LogSegment, log_start_offset: int = 0) -> int:
-        """Kafka's ``LogLoader.recoverSegment``: the producer state at the segment's base
-        (a scratch manager: snapshot plus replay), the segment recovered with it (its
-        ``.txnindex`` rebuilt), and a snapshot at its end so that the next segment's
-        recovery replays no more than itself."""
-        self._recovered_segments = True
-        producers = self._new_producer_state()
-        self._rebuild_producer_state(producers, seg.base_offset, False, log_start_offset,
-                                     upto=seg)
-        truncated = seg.recover(producers)
-        producers.take_snapshot()
-        return truncated
-
-    def _rebuild_producer_state(self, producers: ProducerStateManager, last_offset: int,
-                                reload_from_clean_shutdown: bool,
-                                log_start_offset: int | None = None, *,
-                                upto: LogSegment | None = None) -> None:
-        """Kafka's ``UnifiedLog.rebuildProducerState``: load the latest snapshot at or
-        below ``last_offset`` and replay the batches from it to ``last_offset``.
-
-        After a clean shutdown with no snapshot at all (a directory from before producer
-        state was kept) nothing is replayed: empty snapshots are written at the last two
-        segment bases and ``last_offset`` instead, as Kafka does on upgrade."""
-        start = self._log_start_offset if log_start_offset is None else log_start_offset
-        segments = [s for s in self._segments if upto is None or s.base_offset < upto.base_offset]
-        to_snapshot = [s.base_offset for s in segments[-2:]] + [last_offset]
-        if producers.latest_snapshot_offset() is None and reload_from_clean_shutdown:
-            for offset in to_snapshot:
-                producers.update_map_end_offset(offset)
-                producers.take_snapshot()
-            return
-        empty_before = producers.is_empty and producers.map_end_offset >= last_offset
-        producers.truncate_and_reload(start, last_offset, self._time_ms())
-        if last_offset > producers.map_end_offset and not empty_before:
-            bases = [s.base_offset for s in segments]
-            first = max(0, bisect.bisect_right(bases, producers.map_end_offset) - 1)
-            for seg in segments[first:]:
-                if seg.base_offset >= last_offset:
-                    break
-                begin = max(seg.base_offset, producers.map_end_offset, start)
-                producers.update_map_end_offset(begin)
-                if seg.base_offset in to_snapshot:
-                    producers.take_snapshot()
-                try:
-                    self._replay_segment(producers, seg, begin, last_offset,
-                                         seg is segments[-1] or
-                                         segments[segments.index(seg) + 1].base_offset
-                                         > last_offset)
-                except CorruptRecordError as exc:
-                    # a segment not recovered yet (the loader rebuilds a missing index
-                    # before recovery runs): its bad tail ends the replay; recovery
-                    # cuts it and, as it then drops every later segment, what was
-                    # built on it goes too
-                    logger.warning("Producer state replay of %s stopped at a bad entry: %s",
-                                   seg.log.path, exc)
-        producers.update_map_end_offset(last_offset)
-        producers.take_snapshot()
-
-    @staticmethod
-    def _replay_segment(producers: ProducerStateManager, seg: LogSegment, begin: int,
-                        last_offset: int, holds_last: bool) -> None:
-        """Replay ``seg``'s batches from ``begin`` up to, not including, ``last_offset``."""
-        found = seg.translate_offset(begin)
-        if found is None:
-            return
-        limit = seg.size
-        if holds_last:
-            end = seg.translate_offset(last_offset)
-            if end is not None:
-                limit = end.position
-        walk = seg.log.walk_headers(found.position, end=limit)
-        producers.apply_batches(iter_producer_batches(walk, seg.log.read, seg.log.path))
-
-    def _recover_from(self, recovery_point: int, log_start_offset: int = 0) -> None:
-        segments = list(self._segments)
-        if not segments:
-            return
-        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        for i in range(start, len(segments)):
-            seg = segments[i]
-            try:
-                truncated = self._recover_segment(seg, log_start_offset)
-            except (InvalidOffsetError, OSError) as exc:
-                logger.warning("Found invalid offset during recovery of %s (%s); emptying it",
-                               seg.log.path, exc)
-                truncated = seg.truncate_to(seg.base_offset)
-            self._assign_epochs_of(seg)   # as LogSegment.recover does
-            if truncated > 0:
-                logger.warning("Found invalid messages in log segment %s: %d bytes truncated",
-                               seg.log.path, truncated)
-                for later in segments[i + 1:]:
-                    later.close_handlers()
-                    later.delete_if_exists()
-                self._set_segments(segments[:i + 1])
-                return
-
-    def _assign_epochs_of(self, seg: LogSegment) -> None:
-        """Assign the leader epochs of a recovered segment's v2 batches to the cache."""
-        epochs = self._epochs
-        for header in seg.log.walk(0):
-            if header.magic >= 2:
-                epoch = _I32.unpack(seg.log.read(header.position + _V2_LEADER_EPOCH, 4))[0]
-                if epoch >= 0:
-                    latest = epochs.latest_epoch()
-                    if latest is None or epoch > latest:
-                        epochs.assign(epoch, header.base_offset)
 
     @property
     def topic_id(self) -> str | None:
@@ -839,7 +561,7 @@ class Log:
             if producer_id >= 0:
                 batch = ProducerBatch(producer_id, producer_epoch, base_sequence, first, last,
                                       max_ts, is_transactional, False, None)
-                found = self._analyze_producers([batch], AppendOrigin.CLIENT)[0]
+                found = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
                 if type(found) is not list:
                     return self._duplicate_info(found, size, 1)
                 updates = found
@@ -936,12 +658,14 @@ class Log:
         duplicates = []
         groups = (range(0, 1),) if len(positions) == 1 else \
             split_produces(magics, legacy_attrs, self.dir)   # (one batch: one produce)
-        shadow: dict = {}   # producer state as the produces before this one leave it
+        # producer state as the produces before this one leave it (one produce: none)
+        shadow: dict | None = {} if len(groups) > 1 else None
         for group in groups:
             pos = positions[group[0]]
             has_pid = magics[0] >= 2 and _I64.unpack_from(buf, pos + _V2_PRODUCER_ID)[0] >= 0
             if has_pid and origin == AppendOrigin.CLIENT:
-                duplicate = self._find_duplicate(buf[pos:pos + _V2_HEADER], shadow)
+                duplicate = self._producers.find_duplicate(buf[pos:pos + _V2_HEADER],
+                                                           shadow or {})
                 if duplicate is not None:
                     duplicates.append(duplicate)
                     continue
@@ -955,7 +679,7 @@ class Log:
             if has_pid:
                 data = produce.data
                 batch = producer_batch(data[:_V2_HEADER], lambda d=data: bytes(d), self.dir)
-                updates = self._analyze_producers([batch], origin, shadow)[0]
+                updates = self._producers.analyze([batch], origin, shadow)[0]
             produces.append((produce, updates))
             counter = produce.last_offset + 1
         if not produces:
@@ -978,56 +702,6 @@ class Log:
                                           valid_bytes, len(positions), False))
 
     # -- producer state of an append ----------------------------------------------------
-
-    def _find_duplicate(self, header, shadow: dict):
-        """The metadata of the batch that ``header``'s batch retries, or None (Kafka's
-        ``findDuplicateBatch`` against the producer's last five batches)."""
-        if _I16.unpack_from(header, _V2_ATTRS)[0] & _CONTROL_BIT:
-            return None   # a marker is never a retry (and the validator refuses a client's)
-        batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
-        if batch is None:
-            return None
-        entry = shadow.get(batch.producer_id) or self._producers.last_entry(batch.producer_id)
-        return None if entry is None else entry.find_duplicate_batch(batch)
-
-    def _analyze_producers(self, batches, origin: str, shadow: dict | None = None) -> list:
-        """Check ``batches`` (one produce each) against the producer state, in order, each
-        seeing the ones before it (``shadow``); nothing is applied. Per batch a duplicate's
-        :class:`~kafkastore.producer_state.BatchMetadata`, or the ``[(append info,
-        completed transaction or None)]`` to apply once it is written."""
-        shadow = {} if shadow is None else shadow
-        out = []
-        for batch in batches:
-            pid = batch.producer_id
-            current = shadow.get(pid) or self._producers.last_entry(pid) or \
-                ProducerStateEntry(pid)
-            if origin == AppendOrigin.CLIENT and not batch.is_control:
-                duplicate = current.find_duplicate_batch(batch)
-                if duplicate is not None:
-                    out.append(duplicate)
-                    continue
-            info = ProducerAppendInfo(pid, current, origin, self.dir)
-            completed = info.append(batch)
-            after = ProducerStateEntry(pid, current.producer_epoch, current.coordinator_epoch,
-                                       current.last_timestamp, current.current_txn_first_offset,
-                                       current.batch_metadata)
-            after.update_from(info.updated)
-            shadow[pid] = after
-            out.append([(info, completed)])
-        return out
-
-    def _apply_producer_updates(self, segment: LogSegment, updates) -> None:
-        """Kafka's step after ``LogSegment.append``: apply the producer updates, then
-        complete each transaction a marker ended (an aborted one goes to the segment's
-        ``.txnindex`` with the LSO after it)."""
-        producers = self._producers
-        for info, _completed in updates:
-            if info is not None:
-                producers.update(info)
-        for _info, completed in updates:
-            if completed is not None:
-                segment.update_txn_index(completed, producers.last_stable_offset(completed))
-                producers.complete_txn(completed)
 
     def _duplicate_info(self, duplicate, valid_bytes: int, num_batches: int) -> LogAppendInfo:
         """What Kafka answers a retried batch with: its original offsets."""
@@ -1080,7 +754,7 @@ class Log:
         # a legacy wrapper's first offset is unknown without inflating it: Kafka rolls
         # at lastOffset - Integer.MAX_VALUE (then max with the LEO)
         roll_offset = lasts[-1] - _INT_MAX if magics[0] < 2 else None
-        updates = self._follower_producer_updates(view, positions, sizes) \
+        updates = self._producers.replication_updates(view, positions, sizes) \
             if magics[0] >= 2 else None
         try:
             if magics[0] >= 2:
@@ -1093,27 +767,6 @@ class Log:
         return _tuple_new(LogAppendInfo, (first, lasts[-1], max_ts, shallow, -1,
                                           self._log_start_offset, valid_bytes,
                                           len(positions), False))
-
-    def _follower_producer_updates(self, view, positions, sizes) -> list | None:
-        """The producer updates of a follower's batches (replication origin: recorded, not
-        checked), one append info per producer as in Kafka's ``updateProducers``."""
-        infos: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        for pos, size in zip(positions, sizes):
-            if _I64.unpack_from(view, pos + _V2_PRODUCER_ID)[0] < 0:
-                continue
-            batch = producer_batch(view[pos:pos + _V2_HEADER],
-                                   lambda p=pos, n=size: bytes(view[p:p + n]), self.dir)
-            info = infos.get(batch.producer_id)
-            if info is None:
-                info = infos[batch.producer_id] = self._producers.prepare_update(
-                    batch.producer_id, AppendOrigin.REPLICATION)
-            txn = info.append(batch)
-            if txn is not None:
-                completed.append(txn)
-        if not infos:
-            return None
-        return [(info, None) for info in infos.values()] + [(None, t) for t in completed]
 
     def _check_batch_size(self, size: int, position: int) -> None:
         limit = self._config.max_message_bytes
@@ -1172,7 +825,7 @@ class Log:
         # (a failure to write the .txnindex below leaves the end offset moved: the
         # batches are in the log, and a recovery rebuilds the index from them)
         if producer_updates:
-            self._apply_producer_updates(segment, producer_updates)
+            self._producers.apply(producer_updates, segment.update_txn_index)
         self._producers.last_map_offset = self._next_offset
         if (self._next_offset - self._recovery_point >= config.flush_messages
                 or now - self._last_flush_ms >= config.flush_ms):
@@ -1486,7 +1139,7 @@ class Log:
             self._truncate_to(target_offset)
             # Kafka's rebuildProducerState(targetOffset): snapshots above the target
             # go, the state is reloaded from the latest one left and replayed
-            self._rebuild_producer_state(self._producers, target_offset, False)
+            log_loader.rebuild_producer_state(self, self._producers, target_offset, False)
             return True
 
     def _truncate_to(self, target_offset: int) -> None:
@@ -1822,20 +1475,3 @@ def _scan_v2(view: memoryview):
         bases.append(base)
         pos += size
     return positions, sizes, [2] * len(sizes), lasts, max_tss, bases, pos
-
-
-def _offset_or_none(name: str) -> int | None:
-    stem = name.split(".", 1)[0]
-    return int(stem) if stem.isdigit() else None
-
-
-def _is_segment_file(name: str) -> bool:
-    return name.endswith((LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
-                          TXN_INDEX_FILE_SUFFIX, ".snapshot"))
-
-
-def _next_offset_by_walk(seg: LogSegment) -> int:
-    nxt = seg.base_offset
-    for header in seg.log.walk(0):
-        nxt = header.last_offset + 1
-    return nxt

@@ -31,8 +31,8 @@ an older one plus the log, as Kafka does; losing snapshots costs a longer replay
 correctness.
 
 Thread-safety: none of its own. The owning :class:`~kafkastore.log.Log` calls every
-method under its lock; lock-free readers use only :meth:`ProducerStateManager.first_unstable_offset`,
-which reads an immutable value.
+method under its lock; lock-free readers use only
+:meth:`ProducerStateManager.first_unstable_offset`, which reads an immutable value.
 """
 
 from __future__ import annotations
@@ -94,6 +94,8 @@ _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")    # 46 bytes
 _CRC_FROM = 6                                   # the CRC covers everything after itself
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
+_ATTRIBUTES = 21     # of a v2 batch header
+_PRODUCER_ID = 43
 
 
 class AppendOrigin:
@@ -285,7 +287,8 @@ class ProducerStateEntry:
             return None
         first, last = batch.base_sequence, batch.last_sequence
         for meta in self.batch_metadata:
-            if meta.first_seq == first and meta.last_seq == last:
+            # (the last sequence first: it differs for all but a retry, and is a field)
+            if meta.last_seq == last and meta.first_seq == first:
                 return meta
         return None
 
@@ -752,6 +755,85 @@ class ProducerStateManager:
     def ongoing_transactions(self) -> dict[int, int]:
         """Open transactions: first offset -> producer id."""
         return dict(self._ongoing)
+
+    # -- an append's checks (Kafka's analyzeAndValidateProducerState) ------------------
+
+    def find_duplicate(self, header, shadow: dict) -> BatchMetadata | None:
+        """The metadata of the batch that the v2 batch whose first 61 bytes are ``header``
+        retries, or None (Kafka's ``findDuplicateBatch`` against the producer's last five
+        batches, as ``shadow`` (producer id -> entry) or the state leaves them)."""
+        if struct.unpack_from(">h", header, _ATTRIBUTES)[0] & _CONTROL_BIT:
+            return None   # a marker is never a retry (and the validator refuses a client's)
+        batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
+        if batch is None:
+            return None
+        entry = shadow.get(batch.producer_id) or self.producers.get(batch.producer_id)
+        return None if entry is None else entry.find_duplicate_batch(batch)
+
+    def analyze(self, batches: list[ProducerBatch], origin: str,
+                shadow: dict | None = None) -> list:
+        """Check ``batches`` (one produce each) in order, each seeing the ones before it
+        (``shadow``: producer id -> the entry they leave); nothing is applied. Per batch a
+        retried batch's :class:`BatchMetadata` (clients only), or the ``[(append info,
+        completed transaction or None)]`` to give :meth:`apply` once it is written.
+        Raises the append's error (out-of-order sequence, fenced epoch, ...)."""
+        track = shadow is not None or len(batches) > 1
+        shadow = {} if shadow is None else shadow
+        out: list = []
+        for batch in batches:
+            pid = batch.producer_id
+            current = shadow.get(pid) or self.producers.get(pid) or ProducerStateEntry(pid)
+            if origin == AppendOrigin.CLIENT and not batch.is_control:
+                duplicate = current.find_duplicate_batch(batch)
+                if duplicate is not None:
+                    out.append(duplicate)
+                    continue
+            info = ProducerAppendInfo(pid, current, origin, self.dir)
+            completed = info.append(batch)
+            out.append([(info, completed)])
+            if not track:
+                continue   # (one batch, no caller to see the state it leaves)
+            after = ProducerStateEntry(pid, current.producer_epoch, current.coordinator_epoch,
+                                       current.last_timestamp, current.current_txn_first_offset,
+                                       current.batch_metadata)
+            after.update_from(info.updated)
+            shadow[pid] = after
+        return out
+
+    def replication_updates(self, view, positions, sizes) -> list | None:
+        """The updates of a follower's v2 batches at ``positions`` of ``view``
+        (replication: recorded, not checked), one append info per producer as in Kafka's
+        ``updateProducers``; None when no batch has a producer id."""
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for pos, size in zip(positions, sizes):
+            if struct.unpack_from(">q", view, pos + _PRODUCER_ID)[0] < 0:
+                continue
+            batch = producer_batch(view[pos:pos + 61],
+                                   lambda p=pos, n=size: bytes(view[p:p + n]), self.dir)
+            info = infos.get(batch.producer_id)
+            if info is None:
+                info = infos[batch.producer_id] = self.prepare_update(
+                    batch.producer_id, AppendOrigin.REPLICATION)
+            txn = info.append(batch)
+            if txn is not None:
+                completed.append(txn)
+        if not infos:
+            return None
+        return [(info, None) for info in infos.values()] + [(None, t) for t in completed]
+
+    def apply(self, updates, on_completed: Callable[[CompletedTxn, int], None]) -> None:
+        """Kafka's step after ``LogSegment.append``: apply the append infos of
+        :meth:`analyze` / :meth:`replication_updates`, then complete each transaction a
+        marker ended, ``on_completed(txn, lso)`` first (the segment writes an aborted
+        one's ``.txnindex`` entry)."""
+        for info, _completed in updates:
+            if info is not None:
+                self.update(info)
+        for _info, completed in updates:
+            if completed is not None:
+                on_completed(completed, self.last_stable_offset(completed))
+                self.complete_txn(completed)
 
     # -- replay ------------------------------------------------------------------------
 

@@ -141,7 +141,7 @@ _PID_BYTES = np.arange(43, 51)   # the producer id field of a v2 batch header
 
 
 def _sibling(log_path: str, suffix: str) -> str:
-    """The path of a segment's other file: ``<base>.log[.suffix]`` -> ``<base><suffix>[.suffix]``."""
+    """The path of a segment's other file: ``<base>.log[.x]`` -> ``<base><suffix>[.x]``."""
     head, name = os.path.split(log_path)
     base, _, extra = name.partition(".log")
     return os.path.join(head, base + suffix + extra)
@@ -659,6 +659,12 @@ class LogSegment:
                     valid_bytes += sizes[i]
                 if producer_state is not None:
                     self._update_producer_state(producer_state, _buf, chunk_pos, scan)
+                    if len(scan):
+                        # every batch moves the map's end, with a producer id or not
+                        # (Kafka's updateMapEndOffset per batch): the snapshot taken
+                        # after a recovery then sits at the segment's end
+                        producer_state.update_map_end_offset(
+                            int(scan.last_offset[len(scan) - 1]) + 1)
                 if scan.error is not None:
                     break
         finally:

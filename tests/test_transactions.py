@@ -407,3 +407,28 @@ def test_a_marker_is_not_recompressed_and_a_coordinator_checks_no_sequence(tmp_p
     assert [(b.is_control, b.attributes & 0x07) for b in batches] == [(False, 1), (True, 0)]
     assert batches[1].base_sequence == -1 and batches[1].is_transactional
     log.close()
+
+
+def test_recovery_replays_no_segment_twice(tmp_path, monkeypatch):
+    """Each recovered segment leaves a snapshot at its end (every batch moves the map's end,
+    as Kafka's updateProducerState does), so recovering the next segment starts from it
+    and replays nothing. (The first cut left the end where the last batch with a producer
+    id was: a log without producers replayed every earlier segment per segment recovered,
+    a 40% slower unclean open.)"""
+    from kafkastore import log_loader
+
+    log = open_log(tmp_path, segment_bytes=2000)
+    for i in range(60):
+        log.append([(b"k", b"v" * 40)])
+    assert len(log.segments) >= 3
+    log.close()
+    os.unlink(tmp_path / CLEAN_SHUTDOWN_FILE)
+    replays = []
+    real = log_loader._replay_segment
+    monkeypatch.setattr(log_loader, "_replay_segment",
+                        lambda *a: replays.append(a[1].base_offset) or real(*a))
+    log = open_log(tmp_path, segment_bytes=2000)   # unclean: every segment recovered
+    assert replays == []
+    assert snapshot_offsets(tmp_path) == [s.base_offset for s in log.segments[1:]] + \
+        [log.log_end_offset]
+    log.close()

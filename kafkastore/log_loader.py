@@ -1,0 +1,348 @@
+"""Opening a partition directory: Kafka's ``LogLoader`` for :class:`~kafkastore.log.Log`.
+
+:func:`load` runs Kafka's steps (kafka-storage.md 5.10) on a :class:`Log` that has no
+segments yet, filling in its segments, end offset, recovery point, log start offset,
+leader epochs and producer state:
+
+1. temporary files: ``.deleted`` files go, ``.cleaned`` files go, ``.swap`` files of an
+   unfinished split go, and a checkpoint's ``.tmp`` a crash left;
+2-4. an interrupted swap is completed: the segments its ``.swap`` files replace go, the
+   ``.swap`` files lose their suffix;
+5. every ``.log`` is opened as a segment (orphaned indexes deleted, a segment whose
+   offset index is missing recovered at once, the index contents checked on first use);
+7. after an unclean shutdown every segment from the recovery point on is recovered
+   (:func:`recover_segment`); the first one with a bad tail is cut and every later
+   segment deleted; a log whose end falls below the log start offset is emptied;
+8-10. the active segment's indexes get their full size back, the leader epochs are cut
+   to the log, the log start offset is the checkpoint's or the first base;
+11. stray producer snapshots go and the producer state is rebuilt at the log end offset
+   (:func:`rebuild_producer_state`: the latest good snapshot, then the batches after it).
+
+The functions work on the log's internals: this module is the loading half of the log
+layer, split from :mod:`kafkastore.log` to keep one concern per file. They run before the
+log is shared (under nothing) or, for :func:`rebuild_producer_state` from a truncation,
+under the log's lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from kafkastore import _fileio
+from kafkastore.checkpoint import TEMP_SUFFIX
+from kafkastore.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    UnsafePathError,
+)
+from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME
+from kafkastore.producer_state import (
+    ProducerStateManager,
+    iter_producer_batches,
+    list_snapshot_offsets,
+)
+from kafkastore.segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    LogSegment,
+    offset_from_file_name,
+)
+from kafkastore.validator import _I32, _V2_LEADER_EPOCH
+
+if TYPE_CHECKING:
+    from kafkastore.log import Log
+
+__all__ = ["load", "rebuild_producer_state", "recover_segment"]
+
+logger = logging.getLogger("kafkastore.log")
+
+_STALE_TEMP_FILES = frozenset(name + TEMP_SUFFIX for name in (
+    LEADER_EPOCH_CHECKPOINT_FILENAME, PARTITION_METADATA_FILENAME))
+
+
+def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> None:
+    fs = _fileio.fs
+    log._epochs = LeaderEpochFileCache(log.dir)
+    with os.scandir(log.dir) as listing:
+        names = []
+        for entry in listing:
+            # a segment, index, snapshot or swap file that is a symlink would be read,
+            # truncated and appended to through the link: refuse the directory
+            if _offset_or_none(entry.name) is not None and entry.is_symlink():
+                path = os.path.join(log.dir, entry.name)
+                raise UnsafePathError(
+                    f"Segment file {path} is a symlink (to {os.readlink(path)}); "
+                    "kafkastore never reads or writes log files through a link",
+                    path=path, log_dir=log.dir)
+            names.append(entry.name)
+    names.sort()
+    # 1. temporary files: .deleted go, .cleaned go, .swap past a .cleaned go; and the
+    # .tmp of a checkpoint of this directory whose write a crash interrupted (the
+    # write replaces it anyway; without this it would stay until the next change)
+    cleaned_min = None
+    swaps = []
+    for name in names:
+        if name in _STALE_TEMP_FILES:
+            fs.unlink(os.path.join(log.dir, name))
+            continue
+        if not name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
+            continue   # (no stat for the ordinary files: a clean open lists 1000s)
+        full = os.path.join(log.dir, name)
+        if not os.path.isfile(full):
+            continue
+        if name.endswith(DELETED_FILE_SUFFIX) and not name.endswith(".checkpoint.deleted"):
+            fs.unlink(full)
+        elif name.endswith(CLEANED_FILE_SUFFIX):
+            base = _offset_or_none(name)
+            if base is not None:
+                cleaned_min = base if cleaned_min is None else min(cleaned_min, base)
+            fs.unlink(full)
+        elif name.endswith(SWAP_FILE_SUFFIX):
+            swaps.append(name)
+    valid_swaps = []
+    for name in swaps:
+        base = _offset_or_none(name)
+        if cleaned_min is not None and base is not None and base >= cleaned_min:
+            fs.unlink(os.path.join(log.dir, name))  # part of an unfinished split
+        else:
+            valid_swaps.append(name)
+    # 2-3. the segments an interrupted swap was replacing
+    swap_logs = [n for n in valid_swaps
+                 if n[:-len(SWAP_FILE_SUFFIX)].endswith(LOG_FILE_SUFFIX)
+                 and _offset_or_none(n) is not None]
+    if swap_logs:
+        min_base = None
+        max_next = None
+        for name in swap_logs:
+            base = offset_from_file_name(name)
+            seg = LogSegment.open(log.dir, base, log.config, file_already_exists=True,
+                                  suffix=SWAP_FILE_SUFFIX)
+            try:
+                nxt = _next_offset_by_walk(seg)  # the swap's index may be stale
+            finally:
+                seg.close_handlers()
+            min_base = base if min_base is None else min(min_base, base)
+            max_next = nxt if max_next is None else max(max_next, nxt)
+        for name in sorted(os.listdir(log.dir)):
+            if name.endswith(SWAP_FILE_SUFFIX):
+                continue
+            off = _offset_or_none(name)
+            if off is not None and min_base <= off < max_next and _is_segment_file(name):
+                fs.unlink(os.path.join(log.dir, name))
+    # 4. finish the swap
+    for name in valid_swaps:
+        fs.rename(os.path.join(log.dir, name),
+                  os.path.join(log.dir, name[:-len(SWAP_FILE_SUFFIX)]))
+    # 5. load the segments
+    with os.scandir(log.dir) as listing:
+        is_file = {e.name: e.is_file() for e in listing}   # d_type: no stat per file
+    names = sorted(is_file)
+    log._producers = log._new_producer_state(list_snapshot_offsets(
+        n for n in names if is_file[n]))
+    present = set(names)
+    segments = []
+    for name in names:
+        base = _offset_or_none(name)
+        if base is None or not is_file[name]:
+            continue
+        if name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
+            stem = name[:name.rindex(".")]
+            if stem + LOG_FILE_SUFFIX not in present:
+                full = os.path.join(log.dir, name)
+                logger.warning("Found an orphaned index file %s, with no corresponding log "
+                               "file.", full)
+                fs.unlink(full)
+            continue
+        if not name.endswith(LOG_FILE_SUFFIX):
+            continue
+        stem = name[:-len(LOG_FILE_SUFFIX)]
+        time_index_newly_created = stem + TIME_INDEX_FILE_SUFFIX not in present
+        seg = LogSegment.open(log.dir, base, log.config, file_already_exists=True,
+                              time_ms=log._time_ms)
+        try:
+            # Kafka's check (the offset index exists); the content checks run when an
+            # index is first used, so opening maps no index file
+            seg.defer_sanity_check(time_index_newly_created,
+                                   offset_index_exists=stem + INDEX_FILE_SUFFIX in present,
+                                   txn_index_exists=stem + TXN_INDEX_FILE_SUFFIX in present)
+        except CorruptIndexError as exc:
+            logger.warning("Could not find a valid index for segment %s (%s); rebuilding it",
+                           seg.log.path, exc)
+            log._set_segments(segments)   # (the producer state below it is rebuilt)
+            recover_segment(log, seg, log_start_offset)
+        segments.append(seg)
+    log._set_segments(segments)
+    is_deleted_dir = log.dir.rstrip(os.sep).endswith("-delete")
+    if is_deleted_dir:
+        if not log._segments:
+            log._set_segments([log._new_segment(0)])
+        log._next_offset = log._segments[-1].read_next_offset()
+        log._recovery_point = 0
+        log._log_start_offset = 0
+        return
+    # 7. recover
+    if not clean:
+        _recover_from(log, recovery_point, log_start_offset)
+    if log._segments:
+        next_offset = log._segments[-1].read_next_offset()
+        if next_offset < log_start_offset:
+            logger.warning("Log end offset %d is below the log start offset %d: deleting all "
+                           "segments", next_offset, log_start_offset)
+            for seg in log._segments:
+                seg.close_handlers()
+                seg.delete_if_exists()
+            log._set_segments([])
+            log._epochs.clear()
+            log._producers.truncate_fully_and_start_at(log_start_offset)
+    if not log._segments:
+        log._set_segments([log._new_segment(log_start_offset)])
+    log._next_offset = log._segments[-1].read_next_offset()
+    log._recovery_point = log._next_offset if clean else min(recovery_point,
+                                                               log._next_offset)
+    # 8. the active segment must not look full
+    active = log._segments[-1]
+    active.offset_index.resize(log.config.segment_index_bytes)
+    active.time_index.resize(log.config.segment_index_bytes)
+    # 10.
+    log._log_start_offset = max(log_start_offset, log._segments[0].base_offset)
+    # the epochs of what the log holds (a checkpoint written before a crash may run
+    # past the recovered end, or below a start offset that moved since)
+    log._epochs.truncate_from_end(log._next_offset)
+    log._epochs.truncate_from_start(log._log_start_offset)
+    # 11. producer state: stray snapshots go, then the state at the log end offset
+    # (a recovery's scratch managers wrote and deleted snapshots: list them again)
+    log._producers.remove_stray_snapshots(log._bases, reload=log._recovered_segments)
+    rebuild_producer_state(log, log._producers, log._next_offset, clean)
+
+def recover_segment(log: Log, seg: LogSegment, log_start_offset: int = 0) -> int:
+    """Kafka's ``LogLoader.recoverSegment``: the producer state at the segment's base
+    (a scratch manager: snapshot plus replay), the segment recovered with it (its
+    ``.txnindex`` rebuilt), and a snapshot at its end so that the next segment's
+    recovery replays no more than itself."""
+    log._recovered_segments = True
+    producers = log._new_producer_state()
+    rebuild_producer_state(log, producers, seg.base_offset, False, log_start_offset,
+                                 upto=seg)
+    truncated = seg.recover(producers)
+    producers.take_snapshot()
+    return truncated
+
+def rebuild_producer_state(log: Log, producers: ProducerStateManager, last_offset: int,
+                            reload_from_clean_shutdown: bool,
+                            log_start_offset: int | None = None, *,
+                            upto: LogSegment | None = None) -> None:
+    """Kafka's ``UnifiedLog.rebuildProducerState``: load the latest snapshot at or
+    below ``last_offset`` and replay the batches from it to ``last_offset``.
+
+    After a clean shutdown with no snapshot at all (a directory from before producer
+    state was kept) nothing is replayed: empty snapshots are written at the last two
+    segment bases and ``last_offset`` instead, as Kafka does on upgrade."""
+    start = log._log_start_offset if log_start_offset is None else log_start_offset
+    segments = [s for s in log._segments if upto is None or s.base_offset < upto.base_offset]
+    to_snapshot = [s.base_offset for s in segments[-2:]] + [last_offset]
+    if producers.latest_snapshot_offset() is None and reload_from_clean_shutdown:
+        for offset in to_snapshot:
+            producers.update_map_end_offset(offset)
+            producers.take_snapshot()
+        return
+    empty_before = producers.is_empty and producers.map_end_offset >= last_offset
+    producers.truncate_and_reload(start, last_offset, log._time_ms())
+    if last_offset > producers.map_end_offset and not empty_before:
+        bases = [s.base_offset for s in segments]
+        first = max(0, bisect.bisect_right(bases, producers.map_end_offset) - 1)
+        for seg in segments[first:]:
+            if seg.base_offset >= last_offset:
+                break
+            begin = max(seg.base_offset, producers.map_end_offset, start)
+            producers.update_map_end_offset(begin)
+            if seg.base_offset in to_snapshot:
+                producers.take_snapshot()
+            try:
+                _replay_segment(producers, seg, begin, last_offset,
+                                     seg is segments[-1] or
+                                     segments[segments.index(seg) + 1].base_offset
+                                     > last_offset)
+            except CorruptRecordError as exc:
+                # a segment not recovered yet (the loader rebuilds a missing index
+                # before recovery runs): its bad tail ends the replay; recovery
+                # cuts it and, as it then drops every later segment, what was
+                # built on it goes too
+                logger.warning("Producer state replay of %s stopped at a bad entry: %s",
+                               seg.log.path, exc)
+    producers.update_map_end_offset(last_offset)
+    producers.take_snapshot()
+
+def _replay_segment(producers: ProducerStateManager, seg: LogSegment, begin: int,
+                    last_offset: int, holds_last: bool) -> None:
+    """Replay ``seg``'s batches from ``begin`` up to, not including, ``last_offset``."""
+    found = seg.translate_offset(begin)
+    if found is None:
+        return
+    limit = seg.size
+    if holds_last:
+        end = seg.translate_offset(last_offset)
+        if end is not None:
+            limit = end.position
+    walk = seg.log.walk_headers(found.position, end=limit)
+    producers.apply_batches(iter_producer_batches(walk, seg.log.read, seg.log.path))
+
+def _recover_from(log: Log, recovery_point: int, log_start_offset: int = 0) -> None:
+    segments = list(log._segments)
+    if not segments:
+        return
+    start = max(0, bisect.bisect_right(log._bases, recovery_point) - 1)
+    for i in range(start, len(segments)):
+        seg = segments[i]
+        try:
+            truncated = recover_segment(log, seg, log_start_offset)
+        except (InvalidOffsetError, OSError) as exc:
+            logger.warning("Found invalid offset during recovery of %s (%s); emptying it",
+                           seg.log.path, exc)
+            truncated = seg.truncate_to(seg.base_offset)
+        _assign_epochs_of(log, seg)   # as LogSegment.recover does
+        if truncated > 0:
+            logger.warning("Found invalid messages in log segment %s: %d bytes truncated",
+                           seg.log.path, truncated)
+            for later in segments[i + 1:]:
+                later.close_handlers()
+                later.delete_if_exists()
+            log._set_segments(segments[:i + 1])
+            return
+
+def _assign_epochs_of(log: Log, seg: LogSegment) -> None:
+    """Assign the leader epochs of a recovered segment's v2 batches to the cache."""
+    epochs = log._epochs
+    for header in seg.log.walk(0):
+        if header.magic >= 2:
+            epoch = _I32.unpack(seg.log.read(header.position + _V2_LEADER_EPOCH, 4))[0]
+            if epoch >= 0:
+                latest = epochs.latest_epoch()
+                if latest is None or epoch > latest:
+                    epochs.assign(epoch, header.base_offset)
+
+
+def _offset_or_none(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() else None
+
+
+def _is_segment_file(name: str) -> bool:
+    return name.endswith((LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+                          TXN_INDEX_FILE_SUFFIX, ".snapshot"))
+
+
+def _next_offset_by_walk(seg: LogSegment) -> int:
+    nxt = seg.base_offset
+    for header in seg.log.walk(0):
+        nxt = header.last_offset + 1
+    return nxt
