@@ -4,19 +4,21 @@
 segments yet, filling in its segments, end offset, recovery point, log start offset,
 leader epochs and producer state:
 
-1. temporary files: ``.deleted`` files go, ``.cleaned`` files go, ``.swap`` files of an
-   unfinished split go, and a checkpoint's ``.tmp`` a crash left;
-2-4. an interrupted swap is completed: the segments its ``.swap`` files replace go, the
-   ``.swap`` files lose their suffix;
-5. every ``.log`` is opened as a segment (orphaned indexes deleted, a segment whose
-   offset index is missing recovered at once, the index contents checked on first use);
-7. after an unclean shutdown every segment from the recovery point on is recovered
-   (:func:`recover_segment`); the first one with a bad tail is cut and every later
-   segment deleted; a log whose end falls below the log start offset is emptied;
-8-10. the active segment's indexes get their full size back, the leader epochs are cut
-   to the log, the log start offset is the checkpoint's or the first base;
-11. stray producer snapshots go and the producer state is rebuilt at the log end offset
-   (:func:`rebuild_producer_state`: the latest good snapshot, then the batches after it).
+* steps 1-4, temporary files: ``.deleted`` files go, ``.cleaned`` files go, ``.swap``
+  files of an unfinished split go, and a checkpoint's ``.tmp`` a crash left; an
+  interrupted swap is completed (the segments its ``.swap`` files replace go, the
+  ``.swap`` files lose their suffix);
+* step 5: every ``.log`` is opened as a segment (orphaned indexes deleted, a segment
+  whose offset index is missing recovered at once, the index contents checked on first
+  use);
+* step 7: after an unclean shutdown every segment from the recovery point on is
+  recovered (:func:`recover_segment`); the first one with a bad tail is cut and every
+  later segment deleted; a log whose end falls below the log start offset is emptied;
+* steps 8-10: the active segment's indexes get their full size back, the leader epochs
+  are cut to the log, the log start offset is the checkpoint's or the first base;
+* step 11: stray producer snapshots go and the producer state is rebuilt at the log end
+  offset (:func:`rebuild_producer_state`: the latest good snapshot, then the batches
+  after it).
 
 The functions work on the log's internals: this module is the loading half of the log
 layer, split from :mod:`kafkastore.log` to keep one concern per file. They run before the
