@@ -225,8 +225,7 @@ class Log:
 
     Invariants: segments are ordered by base offset, the last one is the
     active segment, and there is always at least one; ``log_start_offset <=
-    last_stable_offset <= log_end_offset`` unless a transaction began below a start
-    offset retention moved past it;
+    last_stable_offset <= log_end_offset``;
     ``log_start_offset <= log_end_offset``; ``recovery_point <=
     log_end_offset``; offsets never go backwards except through
     :meth:`truncate_to`.
@@ -406,15 +405,19 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """Kafka's LSO: the first offset of the oldest transaction not yet decided (by a
-        COMMIT or ABORT marker), else the log end offset. read_committed reads stop here."""
-        first = self._producers.first_unstable_offset()
+        COMMIT or ABORT marker), never below the log start offset, else the log end
+        offset. read_committed reads stop here."""
+        first = self.first_unstable_offset
         end = self._next_offset
         return end if first is None or first > end else first
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest open transaction, or None."""
-        return self._producers.first_unstable_offset()
+        """The first offset of the oldest open transaction, lower-bounded by the log start
+        offset as Kafka's ``maybeIncrementFirstUnstableOffset`` bounds it (a transaction
+        whose first batches went to DeleteRecords or retention), or None."""
+        first = self._producers.first_unstable_offset()
+        return None if first is None else max(first, self._log_start_offset)
 
     @property
     def producer_state_manager(self) -> ProducerStateManager:

@@ -356,7 +356,8 @@ class ReadOnlyLog:
                         open_txns[pid] = header.base_offset
             except CorruptRecordError:
                 break   # a torn tail: the log end offset stops before it anyway
-        return min(min(open_txns.values(), default=end), end)
+        # (lower-bounded by the log start offset, as Kafka's first unstable offset is)
+        return min(max(min(open_txns.values(), default=end), self.log_start_offset), end)
 
     def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions a read of ``[start, end)`` needs (Kafka's
