@@ -259,6 +259,7 @@ class LogValidator:
             codec = buf[pos + _LEGACY_ATTRS] & _CODEC_MASK
             if codec:
                 source = codec
+                entry.validate_inner()   # the wrapper's CRC covers the compressed bytes only
                 inner = list(entry)
                 for record in inner:
                     self._check_legacy_record(record, entry, pos, now)

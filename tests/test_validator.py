@@ -12,7 +12,7 @@ import crc32c
 import pytest
 from _logtools import T0, Clock, open_log, read_all
 
-from kafkastore.errors import InvalidRecordError, RecordTooLargeError
+from kafkastore.errors import InvalidCrcError, InvalidRecordError, RecordTooLargeError
 from kafkastore.log import MAX_TIMESTAMP
 from kafkastore.records import CompressionType, TimestampType, encode_batch, iter_batches
 from kafkastore.segment import TimestampAndOffset
@@ -297,3 +297,33 @@ def test_max_timestamp_lookup_on_v0_data_has_no_answer(tmp_path, clock):
     log.append_batches(encode_batch([(b"k", b"v")] * 2, magic=0), assign_offsets=False)
     assert log.offset_for_timestamp(MAX_TIMESTAMP) is None
     log.close()
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_leader_checks_the_inner_crcs_of_a_legacy_wrapper(tmp_path, clock, magic):
+    """LogValidator.validateRecord: for a v0/v1 compressed wrapper, whose own CRC covers
+    only the compressed bytes, every inner message's CRC is checked (the gap the first
+    cut of this validator left). A follower appends the bytes as they are."""
+    import gzip
+    import zlib
+
+    wrapper = bytearray(encode_batch([(b"k%d" % i, b"v%d" % i, T0 + i) for i in range(3)],
+                                     magic=magic, compression="gzip"))
+    value_at = 12 + 4 + 2 + (8 if magic == 1 else 0) + 4   # offset, size, crc.. key (null)
+    value_len = struct.unpack_from(">i", wrapper, value_at)[0]
+    inner = bytearray(gzip.decompress(bytes(wrapper[value_at + 4:value_at + 4 + value_len])))
+    inner[-1] ^= 0xFF            # the last inner message's value: its CRC no longer matches
+    packed = gzip.compress(bytes(inner))
+    bad = wrapper[:value_at] + struct.pack(">i", len(packed)) + packed
+    struct.pack_into(">i", bad, 8, len(bad) - 12)
+    struct.pack_into(">I", bad, 12, zlib.crc32(bytes(bad[16:])))   # the wrapper's CRC: fine
+    assert list(iter_batches(bytes(bad)))   # the wrapper itself is valid
+    log = open_log(tmp_path, clock)
+    with pytest.raises(InvalidCrcError, match="inner message") as err:
+        log.append_batches(bytes(bad))
+    assert err.value.position == 0 and log.log_end_offset == 0
+    follower = open_log(tmp_path / "f", clock)
+    follower.append_batches(bytes(bad), assign_offsets=False)
+    assert follower.log_end_offset == 3
+    log.close()
+    follower.close()

@@ -73,6 +73,7 @@ cdef class LegacyRecordBatch:
     cdef Py_ssize_t _value_pos
     cdef int32_t _value_len               # -1: null
     cdef list _inner                      # decoded inner records of a wrapper
+    cdef list _inner_messages             # and the inner messages they came from
 
     cdef int _init(self, const uint8_t[::1] view, Py_ssize_t position,
                    Py_ssize_t limit) except -1

@@ -936,6 +936,24 @@ cdef class LegacyRecordBatch:
                 stored=self.crc, computed=computed, position=self.position,
                 offset=self.last_offset)
 
+    def validate_inner(self):
+        """Check the CRC of every inner message of a compressed wrapper (Kafka's
+        ``LogValidator`` does for legacy compressed input: the wrapper's CRC covers the
+        compressed bytes only); an uncompressed message has none. Raises
+        :class:`~kafkastore.errors.InvalidCrcError` at the wrapper's position with the
+        inner message's offset."""
+        cdef LegacyRecordBatch msg
+        if self.attributes & CODEC_MASK == 0:
+            return
+        self._inner_records()
+        for msg in self._inner_messages:
+            computed = msg.compute_crc()
+            if computed != msg.crc:
+                raise InvalidCrcError(
+                    f"Record is corrupt (stored crc = {msg.crc}, computed crc = {computed}) "
+                    f"in an inner message of the compressed message", stored=msg.crc,
+                    computed=computed, position=self.position, offset=msg.last_offset)
+
     def to_bytes(self):
         return bytes(self._view)
 
@@ -992,6 +1010,7 @@ cdef class LegacyRecordBatch:
             pos += LOG_OVERHEAD + msg.batch_length
         if not inner:
             _corrupt("compressed message has no inner messages", where, self.last_offset)
+        self._inner_messages = inner
         if self.magic == 0:
             base = 0  # v0 inner offsets are absolute
         else:

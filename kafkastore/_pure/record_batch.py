@@ -628,6 +628,7 @@ class LegacyRecordBatch:
     __slots__ = (
         "_view", "position", "last_offset", "batch_length", "magic", "crc",
         "attributes", "timestamp", "max_decompressed_bytes", "_key", "_value", "_inner",
+        "_inner_messages",
     )
 
     partition_leader_epoch = -1
@@ -757,6 +758,23 @@ class LegacyRecordBatch:
                 stored=self.crc, computed=computed, position=self.position,
                 offset=self.last_offset)
 
+    def validate_inner(self) -> None:
+        """Check the CRC of every inner message of a compressed wrapper (Kafka's
+        ``LogValidator`` does for legacy compressed input: the wrapper's CRC covers the
+        compressed bytes only); an uncompressed message has none. Raises
+        :class:`~kafkastore.errors.InvalidCrcError` at the wrapper's position with the
+        inner message's offset."""
+        if self.attributes & CODEC_MASK == 0:
+            return
+        self._inner_records()
+        for msg in self._inner_messages:
+            computed = msg.compute_crc()
+            if computed != msg.crc:
+                raise InvalidCrcError(
+                    f"Record is corrupt (stored crc = {msg.crc}, computed crc = {computed}) "
+                    f"in an inner message of the compressed message", stored=msg.crc,
+                    computed=computed, position=self.position, offset=msg.last_offset)
+
     def to_bytes(self) -> bytes:
         return bytes(self._view)
 
@@ -811,6 +829,7 @@ class LegacyRecordBatch:
         if not inner:
             raise CorruptRecordError("compressed message has no inner messages",
                                      position=where, offset=self.last_offset)
+        self._inner_messages = inner
         wrapper_offset = self.last_offset
         if self.magic == 0:
             base = 0  # v0 inner offsets are absolute
