@@ -291,13 +291,26 @@ class AbortedTransactionFilter:
 
     def __init__(self, aborted: Iterable) -> None:
         pending = []
+        intervals: list | None = []
         for txn in aborted:
-            pid, first = (txn.producer_id, txn.first_offset) if hasattr(txn, "producer_id") \
-                else (int(txn[0]), int(txn[1]))
+            if hasattr(txn, "producer_id"):
+                pid, first, last = txn.producer_id, txn.first_offset, txn.last_offset
+            else:
+                pid, first = int(txn[0]), int(txn[1])
+                last = int(txn[2]) if len(txn) > 2 else None
             pending.append((first, pid))
+            if last is None:
+                intervals = None   # a fetch response's pairs: the consumer's state machine
+            elif intervals is not None:
+                intervals.append((first, last, pid))
         heapq.heapify(pending)
         self._pending = pending
         self._aborted: set[int] = set()
+        # with every transaction's marker offset known (an index entry, not a fetch
+        # response's pair), a data batch is aborted iff a transaction of its producer
+        # spans its base offset: the columnar path then needs no per-batch state
+        self._intervals = None if not intervals else np.asarray(sorted(intervals),
+                                                                dtype=np.int64)
 
     def _advance(self, last_offset: int) -> None:
         pending = self._pending
@@ -336,6 +349,8 @@ class AbortedTransactionFilter:
         v2 = np.flatnonzero(np.asarray(magics) == 2)
         firsts: list[int] = []
         lasts: list[int] = []
+        if v2.size and self._intervals is not None:
+            return _aborted_by_intervals(data, positions[v2], self._intervals)
         if v2.size:
             buf = np.frombuffer(data, np.uint8)
             pids = buf[positions[v2][:, None] + _PID_BYTES].copy().view(">i8").ravel()
@@ -356,6 +371,37 @@ class AbortedTransactionFilter:
                     firsts.append(base)
                     lasts.append(base + lod)
         return np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
+
+
+def _field(buf: np.ndarray, positions: np.ndarray, at: int, dtype: str) -> np.ndarray:
+    """A big-endian header field of every batch at ``positions`` of ``buf``."""
+    width = np.dtype(dtype).itemsize
+    return buf[positions[:, None] + np.arange(at, at + width)].copy().view(dtype).ravel()
+
+
+def _aborted_by_intervals(data, positions: np.ndarray,
+                          intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`AbortedTransactionFilter.aborted_ranges` from whole transactions: the
+    transactional data batches whose base offset lies in ``[first, marker]`` of one of
+    their producer's aborted transactions (``intervals``: rows of first, last, pid)."""
+    buf = np.frombuffer(data, np.uint8)
+    try:
+        base = _field(buf, positions, 0, ">i8")
+        lod = _field(buf, positions, 23, ">i4").astype(np.int64)
+        attrs = _field(buf, positions, 21, ">i2")
+        pid = _field(buf, positions, 43, ">i8")
+    finally:
+        del buf
+    candidate = (attrs & (_TRANSACTIONAL_BIT | _CONTROL_BIT)) == _TRANSACTIONAL_BIT
+    candidate &= pid >= 0
+    aborted = np.zeros(len(base), dtype=bool)
+    if candidate.any():
+        lo, hi = int(base[candidate].min()), int(base[candidate].max())
+        near = intervals[(intervals[:, 0] <= hi) & (intervals[:, 1] >= lo)]
+        for first, last, producer in near.tolist():
+            aborted |= candidate & (pid == producer) & (base >= first) & (base <= last)
+    rows = np.flatnonzero(aborted)
+    return base[rows], base[rows] + lod[rows]
 
 
 def keep_mask(offsets: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray | None:

@@ -72,9 +72,9 @@ class Split:
     topic: str
     partition: int
     slices: tuple[SegmentSlice, ...]
-    #: read_committed: the ``(producer id, first offset)`` of each aborted transaction
-    #: the slices may hold records of (None: read_uncommitted)
-    aborted: tuple[tuple[int, int], ...] | None = None
+    #: read_committed: the ``(producer id, first offset, marker offset)`` of each aborted
+    #: transaction the slices may hold records of (None: read_uncommitted)
+    aborted: tuple[tuple[int, int, int], ...] | None = None
 
     @property
     def records(self) -> int:
@@ -321,7 +321,7 @@ def plan_splits(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyLog]
     splits = [s for s in splits if s.records]
     if opts.isolation_level == "read_committed":
         splits = [dataclasses.replace(s, aborted=tuple(
-            (t.producer_id, t.first_offset) for t in layouts[TopicPartition(
+            (t.producer_id, t.first_offset, t.last_offset) for t in layouts[TopicPartition(
                 s.topic, s.partition)].collect_aborted_transactions(s.slices[0].lo,
                                                             s.slices[-1].hi)))
             for s in splits]
