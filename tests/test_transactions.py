@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from _logtools import Clock, abandon, open_log, process_died
 
 from kafkastore.errors import (
     InvalidProducerEpochError,
@@ -22,7 +23,6 @@ from kafkastore.log import CLEAN_SHUTDOWN_FILE, Log
 from kafkastore.log_view import ReadOnlyLog
 from kafkastore.records import ControlRecordType, encode_batch, encode_control_batch
 from kafkastore.retention import delete_old_segments
-from _logtools import Clock, abandon, open_log, process_died
 
 PID, OTHER = 7, 9
 
