@@ -44,9 +44,9 @@ from kafkastore.errors import (
 from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
 from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME
 from kafkastore.producer_state import (
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
     ProducerStateManager,
     iter_producer_batches,
-    list_snapshot_offsets,
 )
 from kafkastore.segment import (
     CLEANED_FILE_SUFFIX,
@@ -80,7 +80,7 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
         for entry in listing:
             # a segment, index, snapshot or swap file that is a symlink would be read,
             # truncated and appended to through the link: refuse the directory
-            if _offset_or_none(entry.name) is not None and entry.is_symlink():
+            if entry.is_symlink() and _offset_or_none(entry.name) is not None:
                 path = os.path.join(log.dir, entry.name)
                 raise UnsafePathError(
                     f"Segment file {path} is a symlink (to {os.readlink(path)}); "
@@ -149,13 +149,16 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
     with os.scandir(log.dir) as listing:
         is_file = {e.name: e.is_file() for e in listing}   # d_type: no stat per file
     names = sorted(is_file)
-    log._producers = log._new_producer_state(list_snapshot_offsets(
-        n for n in names if is_file[n]))
     present = set(names)
     segments = []
+    snapshots = []
     for name in names:
         base = _offset_or_none(name)
         if base is None or not is_file[name]:
+            continue
+        if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            if name[:-len(PRODUCER_SNAPSHOT_FILE_SUFFIX)].isdigit():
+                snapshots.append(base)
             continue
         if name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
             stem = name[:name.rindex(".")]
@@ -184,6 +187,7 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
             recover_segment(log, seg, log_start_offset)
         segments.append(seg)
     log._set_segments(segments)
+    log._producers = log._new_producer_state(snapshots)
     is_deleted_dir = log.dir.rstrip(os.sep).endswith("-delete")
     if is_deleted_dir:
         if not log._segments:

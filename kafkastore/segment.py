@@ -262,12 +262,14 @@ class LogSegment:
     def __init__(self, log: FileRecords, offset_index: _LazyIndex, time_index: _LazyIndex,
                  base_offset: int, index_interval_bytes: int, roll_jitter_ms: int,
                  now_ms: int | None = None, *,
-                 time_ms: Callable[[], int] | None = None) -> None:
+                 time_ms: Callable[[], int] | None = None,
+                 txn_index: TransactionIndex | None = None) -> None:
         self.log = log
         self._offset_index = offset_index
         self._time_index = time_index
         self.base_offset = base_offset
-        self.txn_index = TransactionIndex(base_offset, _sibling(log.path, TXN_INDEX_FILE_SUFFIX))
+        self.txn_index = txn_index if txn_index is not None else \
+            TransactionIndex(base_offset, _sibling(log.path, TXN_INDEX_FILE_SUFFIX))
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         # the clock for ``created`` (Kafka's LogSegment takes a Time): the owning log's
@@ -302,8 +304,11 @@ class LogSegment:
         time_index = _LazyIndex(TimeIndex,
                                 segment_file(directory, base_offset, TIME_INDEX_FILE_SUFFIX, suffix),
                                 base_offset, max_index_size)
+        txn_index = TransactionIndex(
+            base_offset, segment_file(directory, base_offset, TXN_INDEX_FILE_SUFFIX, suffix))
         return cls(log, offset_index, time_index, base_offset, config.index_interval_bytes,
-                   config.random_segment_jitter(), now_ms, time_ms=time_ms)
+                   config.random_segment_jitter(), now_ms, time_ms=time_ms,
+                   txn_index=txn_index)
 
     @property
     def offset_index(self) -> OffsetIndex:
