@@ -83,9 +83,9 @@ from kafkastore.records import (
     V2_HEADER,
     ControlRecordType,
     assemble_batch_v2,
+    control_marker,
     encode_batch,
     iter_batches,
-    parse_control_record,
 )
 from kafkastore.segment import CLEANED_FILE_SUFFIX, LogSegment
 from kafkastore.topic import TopicPartition
@@ -306,10 +306,8 @@ class _ProducerState:
 def _control_type(view, position: int, size: int) -> ControlRecordType | None:
     """The type of the marker in the control batch at ``position`` (None if it holds no
     record: a marker already cleaned away)."""
-    batch = next(iter_batches(view[position:position + size], validate=False))
-    for record in batch:
-        return parse_control_record(record).type
-    return None
+    found = control_marker(view[position:position + size])
+    return None if found is None else found[0].type
 
 
 def _scan_producers(log: Log, now_ms: int, expiration_ms: int) -> _ProducerState:

@@ -71,7 +71,12 @@ from kafkastore.segment import (
     segment_file,
 )
 from kafkastore.storage import require_local_path
-from kafkastore.txn_index import AbortedTxn
+from kafkastore.txn_index import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AbortedTxn,
+    check_isolation_level,
+)
 from kafkastore.validator import (  # the v2 header layout, in one place for the log layer
     _I32,
     _I64,
@@ -110,9 +115,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
 
 #: Kafka's clean-shutdown marker name. Kafka keeps it per log *directory*;
 #: a :class:`Log` opened on its own keeps it in the partition directory,
@@ -225,8 +227,7 @@ class Log:
 
     Invariants: segments are ordered by base offset, the last one is the
     active segment, and there is always at least one; ``log_start_offset <=
-    last_stable_offset <= log_end_offset``;
-    ``log_start_offset <= log_end_offset``; ``recovery_point <=
+    last_stable_offset <= log_end_offset``; ``recovery_point <=
     log_end_offset``; offsets never go backwards except through
     :meth:`truncate_to`.
 
@@ -564,10 +565,10 @@ class Log:
             if producer_id >= 0:
                 batch = ProducerBatch(producer_id, producer_epoch, base_sequence, first, last,
                                       max_ts, is_transactional, False, None)
-                found = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
-                if type(found) is not list:
-                    return self._duplicate_info(found, size, 1)
-                updates = found
+                duplicate = self._producers.duplicate_of(batch)
+                if duplicate is not None:
+                    return self._duplicate_info(duplicate, size, 1)
+                updates = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
             try:
                 if partition_leader_epoch >= 0:
                     self._assign_epoch(data, first)
@@ -667,8 +668,7 @@ class Log:
             pos = positions[group[0]]
             has_pid = magics[0] >= 2 and _I64.unpack_from(buf, pos + _V2_PRODUCER_ID)[0] >= 0
             if has_pid and origin == AppendOrigin.CLIENT:
-                duplicate = self._producers.find_duplicate(buf[pos:pos + _V2_HEADER],
-                                                           shadow or {})
+                duplicate = self._producers.find_duplicate(buf[pos:pos + _V2_HEADER], shadow)
                 if duplicate is not None:
                     duplicates.append(duplicate)
                     continue
@@ -870,13 +870,14 @@ class Log:
         # a producer snapshot at the new base, so that recovering the new segment
         # replays only itself (Kafka writes it unsynced and syncs it with the flush)
         producers = self._producers
+        wrote = False
         if snapshot:
             producers.update_map_end_offset(new_offset)
-            snapshot = producers.take_snapshot(sync=False) is not None
+            wrote = producers.take_snapshot(sync=False) is not None
         # Kafka flushes the snapshot and everything below the new segment
         # asynchronously and moves the recovery point; with no thread of our own it
         # happens here
-        if snapshot:
+        if wrote:
             try:
                 producers.flush_snapshot(new_offset)
             except OSError as exc:
@@ -971,10 +972,7 @@ class Log:
         """
         if self._closed:
             self._check_not_closed()
-        if isolation_level != READ_UNCOMMITTED:
-            if isolation_level != READ_COMMITTED:
-                raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or "
-                                 f"{READ_COMMITTED!r}, not {isolation_level!r}")
+        if isolation_level != READ_UNCOMMITTED and check_isolation_level(isolation_level):
             # (the LSO and the indexes change together under the lock)
             with self._lock:
                 self._check_not_closed()
@@ -1007,11 +1005,7 @@ class Log:
                 path=self.dir)
         max_offset = self.last_stable_offset if committed else end
         if offset >= max_offset:
-            active = segments[-1]
-            empty = LogSlice(active.log, active.size, 0, offset)
-            if committed:
-                empty.aborted_transactions = []
-            return empty
+            return self._empty_slice(segments[-1], offset, committed)
         i = bisect.bisect_right(bases, offset) - 1
         if i < 0:
             raise OffsetOutOfRangeError(
@@ -1039,7 +1033,12 @@ class Log:
             if found is not None:
                 return found
             i += 1
-        active = segments[-1]
+        return self._empty_slice(segments[-1], offset, committed)
+
+    @staticmethod
+    def _empty_slice(active: LogSegment, offset: int, committed: bool) -> LogSlice:
+        """A read at or past its end: nothing, at the end of the active segment (with no
+        aborted transaction for a read_committed one)."""
         empty = LogSlice(active.log, active.size, 0, offset)
         if committed:
             empty.aborted_transactions = []

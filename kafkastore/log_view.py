@@ -76,8 +76,10 @@ from kafkastore.segment import (
 from kafkastore.storage import FileInfo, ReadOnlyStorage, open_storage
 from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME, TopicPartition
 from kafkastore.txn_index import (
+    READ_UNCOMMITTED,
     AbortedTransactionFilter,
     AbortedTxn,
+    check_isolation_level,
     collect_aborted_txns,
     keep_mask,
     parse_aborted_txns,
@@ -89,18 +91,7 @@ __all__ = ["SegmentRef", "ReadOnlyLog", "ReadOnlyLogDir"]
 _LATEST, _EARLIEST, _MAX, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _CHUNK = 8 << 20
 _READ = 1 << 20
-READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 _TRANSACTIONAL_BIT, _CONTROL_BIT = 0x10, 0x20
-
-
-def _check_isolation(isolation_level: str) -> bool:
-    """True for read_committed; a ValueError for anything but the two levels."""
-    if isolation_level == READ_COMMITTED:
-        return True
-    if isolation_level != READ_UNCOMMITTED:
-        raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or "
-                         f"{READ_COMMITTED!r}, not {isolation_level!r}")
-    return False
 
 
 @dataclass(frozen=True)
@@ -311,7 +302,7 @@ class ReadOnlyLog:
     def fetch_end_offset(self, isolation_level: str = READ_UNCOMMITTED) -> int:
         """Where a fetch of ``isolation_level`` ends: the LSO for read_committed, else the
         log end offset."""
-        if _check_isolation(isolation_level):
+        if check_isolation_level(isolation_level):
             return self.last_stable_offset
         return self.log_end_offset
 
@@ -462,6 +453,16 @@ class ReadOnlyLog:
                 f"{self.log_end_offset}", offset=lo, path=self.uri)
         return lo, hi
 
+    def _range(self, start: int | None, end: int | None, isolation_level: str):
+        """``(lo, hi, filter)`` of a read: read_committed ends at the last stable offset
+        and filters with the aborted transactions of the range (else the filter is
+        None)."""
+        lo, hi = self._bounds(start, end)
+        if not check_isolation_level(isolation_level):
+            return lo, hi, None
+        hi = min(hi, self.last_stable_offset)
+        return lo, hi, AbortedTransactionFilter(self.collect_aborted_transactions(lo, hi))
+
     def _chunks(self, lo: int, hi: int) -> Iterator[tuple[bytes, int, str]]:
         """The bytes of the complete entries that hold ``[lo, hi)``: ``(data, position,
         uri)`` in bounded ranged reads, from each segment's index floor of ``lo`` to the
@@ -488,12 +489,7 @@ class ReadOnlyLog:
         records only with ``include_control``. ``isolation_level="read_committed"``
         stops at the last stable offset and leaves out the records of aborted
         transactions (and the control batches), as Kafka's consumer does."""
-        committed = _check_isolation(isolation_level)
-        lo, hi = self._bounds(start, end)
-        txn_filter = None
-        if committed:
-            hi = min(hi, self.last_stable_offset)
-            txn_filter = AbortedTransactionFilter(self.collect_aborted_transactions(lo, hi))
+        lo, hi, txn_filter = self._range(start, end, isolation_level)
         for data, pos, uri in self._chunks(lo, hi):
             try:
                 for batch in iter_batches(data, validate=True):
@@ -515,12 +511,7 @@ class ReadOnlyLog:
         """The records of ``[start, end)`` decoded into numpy columns
         (:func:`~kafkastore.records.decode_columns`; control batches left out); with
         ``isolation_level="read_committed"`` as :meth:`records` filters them."""
-        committed = _check_isolation(isolation_level)
-        lo, hi = self._bounds(start, end)
-        txn_filter = None
-        if committed:
-            hi = min(hi, self.last_stable_offset)
-            txn_filter = AbortedTransactionFilter(self.collect_aborted_transactions(lo, hi))
+        lo, hi, txn_filter = self._range(start, end, isolation_level)
         parts = []
         for data, pos, uri in self._chunks(lo, hi):
             try:

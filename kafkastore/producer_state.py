@@ -57,12 +57,7 @@ from kafkastore.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from kafkastore.records import (
-    V2_HEADER,
-    ControlRecordType,
-    iter_batches,
-    parse_control_record,
-)
+from kafkastore.records import V2_HEADER, ControlRecordType, control_marker
 
 __all__ = [
     "PRODUCER_SNAPSHOT_FILE_SUFFIX",
@@ -182,15 +177,14 @@ def producer_batch(header: bytes, read_batch_bytes: Callable[[], bytes],
     marker = None
     control = bool(attrs & _CONTROL_BIT)
     if control:
-        data = read_batch_bytes()
-        batch = next(iter(iter_batches(data, validate=False)), None)
-        if batch is None:
-            raise CorruptRecordError("A control batch shorter than its size", offset=base,
-                                     path=path)
-        for record in batch:
-            parsed = parse_control_record(record)
-            marker = (parsed.type, parsed.coordinator_epoch, record.timestamp)
-            break
+        try:
+            found = control_marker(read_batch_bytes())
+        except CorruptRecordError as exc:
+            if exc.offset is None:
+                exc.offset = base
+            raise exc.with_context(path=path) from None
+        if found is not None:
+            marker = (found[0].type, found[0].coordinator_epoch, found[1])
     return ProducerBatch(pid, epoch, seq, base, base + lod, max_ts,
                          bool(attrs & _TRANSACTIONAL_BIT), control, marker)
 
@@ -556,9 +550,6 @@ class ProducerStateManager:
     def latest_snapshot_offset(self) -> int | None:
         return self._snapshots[-1] if self._snapshots else None
 
-    def oldest_snapshot_offset(self) -> int | None:
-        return self._snapshots[0] if self._snapshots else None
-
     def _remove_and_delete_snapshot(self, offset: int) -> None:
         i = bisect.bisect_left(self._snapshots, offset)
         if i < len(self._snapshots) and self._snapshots[i] == offset:
@@ -752,42 +743,41 @@ class ProducerStateManager:
         """The first offset of the oldest open transaction (None: all decided)."""
         return self._first_unstable
 
-    def ongoing_transactions(self) -> dict[int, int]:
-        """Open transactions: first offset -> producer id."""
-        return dict(self._ongoing)
-
     # -- an append's checks (Kafka's analyzeAndValidateProducerState) ------------------
 
-    def find_duplicate(self, header, shadow: dict) -> BatchMetadata | None:
+    def find_duplicate(self, header, shadow: dict | None) -> BatchMetadata | None:
         """The metadata of the batch that the v2 batch whose first 61 bytes are ``header``
         retries, or None (Kafka's ``findDuplicateBatch`` against the producer's last five
         batches, as ``shadow`` (producer id -> entry) or the state leaves them)."""
         if struct.unpack_from(">h", header, _ATTRIBUTES)[0] & _CONTROL_BIT:
             return None   # a marker is never a retry (and the validator refuses a client's)
         batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
-        if batch is None:
-            return None
-        entry = shadow.get(batch.producer_id) or self.producers.get(batch.producer_id)
+        return None if batch is None else self.duplicate_of(batch, shadow)
+
+    def duplicate_of(self, batch: ProducerBatch, shadow: dict | None = None
+                     ) -> BatchMetadata | None:
+        """The metadata of the batch that data batch ``batch`` retries, or None."""
+        entry = self._current(batch.producer_id, shadow)
         return None if entry is None else entry.find_duplicate_batch(batch)
+
+    def _current(self, pid: int, shadow: dict | None) -> ProducerStateEntry | None:
+        """The producer's entry as the earlier produces of a call (``shadow``) or the
+        state leave it."""
+        return (shadow.get(pid) if shadow else None) or self.producers.get(pid)
 
     def analyze(self, batches: list[ProducerBatch], origin: str,
                 shadow: dict | None = None) -> list:
-        """Check ``batches`` (one produce each) in order, each seeing the ones before it
-        (``shadow``: producer id -> the entry they leave); nothing is applied. Per batch a
-        retried batch's :class:`BatchMetadata` (clients only), or the ``[(append info,
-        completed transaction or None)]`` to give :meth:`apply` once it is written.
-        Raises the append's error (out-of-order sequence, fenced epoch, ...)."""
+        """Check ``batches`` (one produce each, none a retry: see :meth:`duplicate_of`) in
+        order, each seeing the ones before it (``shadow``: producer id -> the entry they
+        leave); nothing is applied. Per batch the ``[(append info, completed transaction
+        or None)]`` to give :meth:`apply` once it is written. Raises the append's error
+        (out-of-order sequence, fenced epoch, ...)."""
         track = shadow is not None or len(batches) > 1
         shadow = {} if shadow is None else shadow
         out: list = []
         for batch in batches:
             pid = batch.producer_id
-            current = shadow.get(pid) or self.producers.get(pid) or ProducerStateEntry(pid)
-            if origin == AppendOrigin.CLIENT and not batch.is_control:
-                duplicate = current.find_duplicate_batch(batch)
-                if duplicate is not None:
-                    out.append(duplicate)
-                    continue
+            current = self._current(pid, shadow) or ProducerStateEntry(pid)
             info = ProducerAppendInfo(pid, current, origin, self.dir)
             completed = info.append(batch)
             out.append([(info, completed)])
@@ -843,14 +833,10 @@ class ProducerStateManager:
         """Replay batches already in the log, one at a time (Kafka's
         ``LogSegment.updateProducerState``); ``on_completed(txn, lso)`` sees every
         completed transaction (the segment writes the aborted ones to its txn index)."""
+        on_completed = on_completed or (lambda _txn, _lso: None)
         for batch in batches:
             info = self.prepare_update(batch.producer_id, origin)
-            completed = info.append(batch)
-            self.update(info)
-            if completed is not None:
-                if on_completed is not None:
-                    on_completed(completed, self.last_stable_offset(completed))
-                self.complete_txn(completed)
+            self.apply([(info, info.append(batch))], on_completed)
             self.update_map_end_offset(batch.last_offset + 1)
 
 

@@ -68,6 +68,7 @@ __all__ = [
     "encode_control_batch",
     "assemble_batch_v2",
     "parse_control_record",
+    "control_marker",
     "encode_varint",
     "encode_varlong",
     "decode_varint",
@@ -393,6 +394,31 @@ def parse_control_record(record: Record) -> ControlRecord:
                 f"Invalid version found for end transaction marker: {marker_version}",
                 offset=record.offset)
     return ControlRecord(ctype, version, epoch)
+
+
+def control_marker(batch) -> tuple[ControlRecord, int] | None:
+    """The control record of a control batch and its timestamp: ``(ControlRecord,
+    timestamp)`` of its first record, or None when it holds none (the cleaner emptied
+    it). ``batch`` is a batch object or the bytes of one batch."""
+    if not hasattr(batch, "magic"):
+        batch = next(iter(iter_batches(batch, validate=False)), None)
+        if batch is None:
+            raise CorruptRecordError("A control batch shorter than its size")
+    for record in batch:
+        return parse_control_record(record), record.timestamp
+    return None
+
+
+def header_field(data, positions: np.ndarray, at: int, dtype: str) -> np.ndarray:
+    """One big-endian header field (``dtype`` such as ``">i8"``, at byte ``at`` of the
+    entry) of every entry at ``positions`` of ``data``, as a numpy array: a vectorised
+    read of, say, the producer ids of a chunk's v2 batches. Every position must have
+    ``at`` + the field's width bytes after it (a scanned entry's header does)."""
+    width = np.dtype(dtype).itemsize
+    view = np.frombuffer(data, np.uint8)
+    # (copied: no view of ``data`` outlives the call, so a mapped file can be unmapped)
+    return view[np.asarray(positions, dtype=np.int64)[:, None]
+                + np.arange(at, at + width)].copy().view(dtype).ravel()
 
 
 # -- writing ----------------------------------------------------------------------

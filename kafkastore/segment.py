@@ -23,7 +23,7 @@ from kafkastore.errors import CorruptIndexError, IndexClosedError, KafkaStoreErr
 from kafkastore.file_records import FileRecords, LogSlice
 from kafkastore.index import OffsetIndex, TimeIndex
 from kafkastore.producer_state import ProducerStateManager, producer_batch
-from kafkastore.records import read_batch
+from kafkastore.records import header_field, read_batch
 from kafkastore.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = [
@@ -137,14 +137,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_PID_BYTES = np.arange(43, 51)   # the producer id field of a v2 batch header
-
-
-def _sibling(log_path: str, suffix: str) -> str:
-    """The path of a segment's other file: ``<base>.log[.x]`` -> ``<base><suffix>[.x]``."""
-    head, name = os.path.split(log_path)
-    base, _, extra = name.partition(".log")
-    return os.path.join(head, base + suffix + extra)
+_PRODUCER_ID = 43   # the producer id field of a v2 batch header
 
 
 def segment_file(directory: str, base_offset: int, suffix: str, extra: str = "") -> str:
@@ -263,13 +256,12 @@ class LogSegment:
                  base_offset: int, index_interval_bytes: int, roll_jitter_ms: int,
                  now_ms: int | None = None, *,
                  time_ms: Callable[[], int] | None = None,
-                 txn_index: TransactionIndex | None = None) -> None:
+                 txn_index: TransactionIndex) -> None:
         self.log = log
         self._offset_index = offset_index
         self._time_index = time_index
         self.base_offset = base_offset
-        self.txn_index = txn_index if txn_index is not None else \
-            TransactionIndex(base_offset, _sibling(log.path, TXN_INDEX_FILE_SUFFIX))
+        self.txn_index = txn_index
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         # the clock for ``created`` (Kafka's LogSegment takes a Time): the owning log's
@@ -693,11 +685,7 @@ class LogSegment:
         if not magic2.any():
             return
         positions = scan.position[magic2] + chunk_pos
-        data = np.frombuffer(buf, np.uint8)
-        try:
-            pids = data[positions[:, None] + _PID_BYTES].copy().view(">i8").ravel()
-        finally:
-            del data   # (a view of the map would keep the recovery from unmapping it)
+        pids = header_field(buf, positions, _PRODUCER_ID, ">i8")
         sizes = scan.size[magic2]
         with_pid = np.flatnonzero(pids >= 0)
         if with_pid.size == 0:

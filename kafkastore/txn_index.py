@@ -64,10 +64,13 @@ import numpy as np
 
 from kafkastore import _fileio
 from kafkastore.errors import CorruptIndexError
-from kafkastore.records import V2_HEADER, ControlRecordType, iter_batches, parse_control_record
+from kafkastore.records import V2_HEADER, ControlRecordType, control_marker, header_field
 
 __all__ = [
     "ABORTED_TXN_SIZE",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "check_isolation_level",
     "AbortedTransactionFilter",
     "AbortedTxn",
     "TransactionIndex",
@@ -270,16 +273,29 @@ class TransactionIndex:
 
 # -- reading committed data ---------------------------------------------------------
 
-_PID_BYTES = np.arange(43, 51)
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+
+
+def check_isolation_level(isolation_level: str) -> bool:
+    """True for read_committed, False for read_uncommitted; a ValueError otherwise."""
+    if isolation_level == READ_COMMITTED:
+        return True
+    if isolation_level != READ_UNCOMMITTED:
+        raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or "
+                         f"{READ_COMMITTED!r}, not {isolation_level!r}")
+    return False
+
+_PRODUCER_ID = 43   # of a v2 batch header
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 
 
 def _is_abort_marker(batch) -> bool:
-    """Kafka's ``containsAbortMarker``: the control batch's first record is an ABORT."""
-    for record in batch:
-        return parse_control_record(record).type == ControlRecordType.ABORT
-    return False
+    """Kafka's ``containsAbortMarker``: the control batch's first record is an ABORT
+    (``batch``: a batch object or its bytes)."""
+    found = control_marker(batch)
+    return found is not None and found[0].type == ControlRecordType.ABORT
 
 
 class AbortedTransactionFilter:
@@ -352,9 +368,7 @@ class AbortedTransactionFilter:
         if v2.size and self._intervals is not None:
             return _aborted_by_intervals(data, positions[v2], self._intervals)
         if v2.size:
-            buf = np.frombuffer(data, np.uint8)
-            pids = buf[positions[v2][:, None] + _PID_BYTES].copy().view(">i8").ravel()
-            del buf
+            pids = header_field(data, positions[v2], _PRODUCER_ID, ">i8")
             for k in np.flatnonzero(pids >= 0).tolist():
                 i = int(v2[k])
                 pos, size = int(positions[i]), int(sizes[i])
@@ -363,8 +377,7 @@ class AbortedTransactionFilter:
                 control = bool(attrs & _CONTROL_BIT)
 
                 def marker(p=pos, n=size):
-                    batch = next(iter(iter_batches(bytes(data[p:p + n]), validate=False)))
-                    return _is_abort_marker(batch)
+                    return _is_abort_marker(bytes(data[p:p + n]))
 
                 if self._step(pid, base + lod, bool(attrs & _TRANSACTIONAL_BIT), control,
                               marker):
@@ -373,25 +386,15 @@ class AbortedTransactionFilter:
         return np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
 
 
-def _field(buf: np.ndarray, positions: np.ndarray, at: int, dtype: str) -> np.ndarray:
-    """A big-endian header field of every batch at ``positions`` of ``buf``."""
-    width = np.dtype(dtype).itemsize
-    return buf[positions[:, None] + np.arange(at, at + width)].copy().view(dtype).ravel()
-
-
 def _aborted_by_intervals(data, positions: np.ndarray,
                           intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`AbortedTransactionFilter.aborted_ranges` from whole transactions: the
     transactional data batches whose base offset lies in ``[first, marker]`` of one of
     their producer's aborted transactions (``intervals``: rows of first, last, pid)."""
-    buf = np.frombuffer(data, np.uint8)
-    try:
-        base = _field(buf, positions, 0, ">i8")
-        lod = _field(buf, positions, 23, ">i4").astype(np.int64)
-        attrs = _field(buf, positions, 21, ">i2")
-        pid = _field(buf, positions, 43, ">i8")
-    finally:
-        del buf
+    base = header_field(data, positions, 0, ">i8")
+    lod = header_field(data, positions, 23, ">i4").astype(np.int64)
+    attrs = header_field(data, positions, 21, ">i2")
+    pid = header_field(data, positions, _PRODUCER_ID, ">i8")
     candidate = (attrs & (_TRANSACTIONAL_BIT | _CONTROL_BIT)) == _TRANSACTIONAL_BIT
     candidate &= pid >= 0
     aborted = np.zeros(len(base), dtype=bool)

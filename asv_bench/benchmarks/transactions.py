@@ -83,15 +83,20 @@ class LogAppendProducer(_Dir):
         append(self.log, self.batches, producer)
 
 
-class ReadCommitted(_Dir):
-    params = (["read_uncommitted", "read_committed"],)
-    param_names = ["isolation_level"]
+class _TransactionalLog(_Dir):
+    """A transactional log written once per benchmark (setup, untimed)."""
+
     number = 1
     repeat = (3, 10, 60.0)
 
-    def setup(self, isolation_level):
+    def setup(self, *params):
         self.tmp = tempfile.mkdtemp(prefix="ks-bench-")
         _write(self.tmp, "transactional")
+
+
+class ReadCommitted(_TransactionalLog):
+    params = (["read_uncommitted", "read_committed"],)
+    param_names = ["isolation_level"]
 
     def time_columns(self, isolation_level):
         from kafkastore.log_view import ReadOnlyLog
@@ -100,15 +105,9 @@ class ReadCommitted(_Dir):
             view.columns(isolation_level=isolation_level)
 
 
-class UncleanOpen(_Dir):
+class UncleanOpen(_TransactionalLog):
     params = ([True, False],)
     param_names = ["snapshots_kept"]
-    number = 1
-    repeat = (3, 10, 60.0)
-
-    def setup(self, snapshots_kept):
-        self.tmp = tempfile.mkdtemp(prefix="ks-bench-")
-        _write(self.tmp, "transactional")
 
     def time_open(self, snapshots_kept):
         from kafkastore.log import CLEAN_SHUTDOWN_FILE, Log
