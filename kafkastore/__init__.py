@@ -1,13 +1,20 @@
 """kafkastore: Apache Kafka's local log storage, byte-compatible, for Python.
 
-The public API is re-exported here; see the documentation for the layers
-(records, indexes, segments, logs, retention, compaction). Importing this
-package imports numpy and the codec packages, never pyspark.
+The public API is re-exported here (``__all__``); see the documentation for the layers
+(records, indexes, segments, logs, retention, compaction). Importing this package
+imports numpy and the codec packages, never pyspark. The log, segment, manager and
+cleaner classes (``Log``, ``LogConfig``, ``LogManager``, ``LogSegment``, ``clean``,
+``CleanerConfig``) and the read-only logs are loaded on first use (PEP 562): those
+layers would add about 70% to ``import kafkastore`` and to the start of every CLI
+command that does not need them. ``from kafkastore import Log`` works as for any other
+name; type checkers see the names through the ``TYPE_CHECKING`` imports below.
 """
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from kafkastore import errors
 from kafkastore._kernels import BACKEND
@@ -43,6 +50,26 @@ from kafkastore.records import (
 )
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
 
+if TYPE_CHECKING:
+    from kafkastore.cleaner import CleanerConfig, clean
+    from kafkastore.config import LogConfig
+    from kafkastore.log import Log
+    from kafkastore.log_view import ReadOnlyLog, ReadOnlyLogDir
+    from kafkastore.manager import LogManager
+    from kafkastore.segment import LogSegment
+
+#: The names loaded on first use, and the module each comes from.
+_LAZY = {
+    "CleanerConfig": "kafkastore.cleaner",
+    "Log": "kafkastore.log",
+    "LogConfig": "kafkastore.config",
+    "LogManager": "kafkastore.manager",
+    "LogSegment": "kafkastore.segment",
+    "ReadOnlyLog": "kafkastore.log_view",
+    "ReadOnlyLogDir": "kafkastore.log_view",
+    "clean": "kafkastore.cleaner",
+}
+
 try:
     __version__ = version("kafkastore")
 except PackageNotFoundError:  # running from a source tree that was never installed
@@ -51,6 +78,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 __all__ = [
     "BACKEND",
     "BatchScan",
+    "CleanerConfig",
     "CompressionType",
     "ControlRecord",
     "ControlRecordType",
@@ -64,6 +92,10 @@ __all__ = [
     "InvalidTimestampError",
     "KafkaStoreError",
     "LegacyRecordBatch",
+    "Log",
+    "LogConfig",
+    "LogManager",
+    "LogSegment",
     "OffsetIndex",
     "OffsetPosition",
     "Record",
@@ -76,6 +108,7 @@ __all__ = [
     "TimestampOffset",
     "TimestampType",
     "UnsupportedCompressionError",
+    "clean",
     "decode_columns",
     "encode_batch",
     "encode_control_batch",
@@ -89,9 +122,14 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # the read-only log API loads the segment and storage layers: only when asked for
-    if name in ("ReadOnlyLog", "ReadOnlyLogDir"):
-        from kafkastore import log_view
-        return getattr(log_view, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
