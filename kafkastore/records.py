@@ -46,6 +46,8 @@ from kafkastore._kernels import varint as _varint
 from kafkastore.errors import CorruptRecordError
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
 
+# What users need; the varint codecs, the v2 header struct and the batch assembly the
+# cleaner uses stay importable by name for kafkastore's own layers but are not the API.
 __all__ = [
     "Record",
     "RecordBatch",
@@ -66,18 +68,9 @@ __all__ = [
     "encode_batch",
     "encode_columns",
     "encode_control_batch",
-    "assemble_batch_v2",
     "parse_control_record",
-    "control_marker",
-    "encode_varint",
-    "encode_varlong",
-    "decode_varint",
-    "decode_varlong",
-    "size_of_varint",
-    "size_of_varlong",
     "LOG_OVERHEAD",
     "RECORD_BATCH_OVERHEAD",
-    "V2_HEADER",
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
     "NO_TIMESTAMP",
 ]

@@ -46,6 +46,14 @@ def test_an_unknown_name_is_an_attribute_error():
         from kafkastore import Logg  # noqa: F401
 
 
+@pytest.mark.parametrize("name", ["assemble_batch_v2", "encode_varint", "encode_varlong",
+                                  "decode_varint", "decode_varlong", "size_of_varint",
+                                  "size_of_varlong", "V2_HEADER", "control_marker"])
+def test_records_plumbing_is_importable_but_not_exported(name):
+    assert name not in records.__all__
+    assert getattr(records, name) is not None
+
+
 def test_importing_the_package_does_not_load_the_log_layers():
     code = ("import sys, kafkastore; "
             "print(sorted(m for m in sys.modules if m in {'kafkastore.log', "
