@@ -69,7 +69,16 @@ from typing import NamedTuple
 from kafkastore import compression as _compression
 from kafkastore._kernels import offset_map as _offset_map
 from kafkastore.checkpoint import OffsetCheckpointFile
-from kafkastore.config import ConfigError, resolve_broker_settings
+from kafkastore.config import (
+    Check,
+    ConfigBase,
+    ConfigError,
+    ConfigKey,
+    at_least,
+    parse_bool,
+    parse_double,
+    parse_long,
+)
 from kafkastore.errors import (
     CorruptRecordError,
     KafkaStoreError,
@@ -129,67 +138,86 @@ _DELETE, _DELETE_EMPTY, _RETAIN_EMPTY = 0, 1, 2
 # -- configuration ------------------------------------------------------------------------
 
 
-class CleanerConfig:
+def _positive(v: float) -> str | None:
+    return "must be positive" if v <= 0 else None
+
+
+def _load_factor(v: float) -> str | None:
+    return None if 0 < v <= 1 else "must be in (0, 1]"
+
+
+_POSITIVE = Check(_positive, "(0,...]")
+
+
+@dataclass(frozen=True, init=False, repr=False, slots=True)
+class CleanerConfig(ConfigBase):
     """The broker's ``log.cleaner.*`` settings (Kafka's ``CleanerConfig``), Kafka's names
-    and defaults; the Python spelling (``log_cleaner_dedupe_buffer_size``) works too.
+    and defaults; the Python spellings (``log_cleaner_dedupe_buffer_size``,
+    ``dedupe_buffer_size``) work too, as for every :class:`~kafkastore.config.ConfigBase`.
 
     ``log.cleaner.dedupe.buffer.size`` (128 MiB) is shared by the cleaner threads, each
     map taking ``min(size / threads, 2**31 - 1)`` bytes; kafkastore cleans one log at a
     time on the manager's scheduler, so ``log.cleaner.threads`` only sets that share.
     ``log.cleaner.io.buffer.size`` (512 KiB) is likewise split, half for reading and
     half for writing, per thread. ``producer.id.expiration.ms`` (1 day) is how long a
-    producer's last batch is kept after its last write. Immutable.
+    producer's last batch is kept after its last write. The map must hold more than
+    one entry at the load factor (Kafka's ``Cleaner`` checks the same). Immutable.
     """
 
-    _KEYS: dict[str, tuple[str, object]] = {
-        "log.cleaner.enable": ("enable_cleaner", True),
-        "log.cleaner.threads": ("num_threads", 1),
-        "log.cleaner.dedupe.buffer.size": ("dedupe_buffer_size", 134217728),
-        "log.cleaner.io.buffer.load.factor": ("dedupe_buffer_load_factor", 0.9),
-        "log.cleaner.io.buffer.size": ("io_buffer_size", 524288),
-        "log.cleaner.io.max.bytes.per.second": ("max_io_bytes_per_second", math.inf),
-        "log.cleaner.backoff.ms": ("backoff_ms", 15000),
-        "producer.id.expiration.ms": ("producer_id_expiration_ms", 86400000),
-    }
-    __slots__ = tuple(attr for attr, _ in _KEYS.values())
+    CONFIG_KEYS = (
+        ConfigKey("log.cleaner.enable", "enable_cleaner", parse_bool, True, None,
+                  "Run the log cleaner on the logs whose ``cleanup.policy`` has "
+                  "``compact``."),
+        ConfigKey("log.cleaner.threads", "num_threads", parse_long, 1, at_least(1),
+                  "Cleaner threads the dedupe and I/O buffers are divided between."),
+        ConfigKey("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", parse_long,
+                  134217728, _POSITIVE, "Bytes of the offset maps of all cleaner threads "
+                  "(128 MiB; 24 bytes an entry)."),
+        ConfigKey("log.cleaner.io.buffer.load.factor", "dedupe_buffer_load_factor",
+                  parse_double, 0.9, Check(_load_factor, "(0,...,1]"),
+                  "How full an offset map may get."),
+        ConfigKey("log.cleaner.io.buffer.size", "io_buffer_size", parse_long, 524288,
+                  _POSITIVE, "Bytes of the read and write buffers of all cleaner threads "
+                  "(512 KiB)."),
+        ConfigKey("log.cleaner.io.max.bytes.per.second", "max_io_bytes_per_second",
+                  parse_double, math.inf, _POSITIVE,
+                  "Throttle: the most bytes a second the cleaner reads and writes."),
+        ConfigKey("log.cleaner.backoff.ms", "backoff_ms", parse_long, 15000, _POSITIVE,
+                  "How often the log manager's scheduler runs the cleaner (Kafka: how "
+                  "long a cleaner thread sleeps when no log needs cleaning)."),
+        ConfigKey("producer.id.expiration.ms", "producer_id_expiration_ms", parse_long,
+                  86400000, _POSITIVE, "How long a producer's last batch is kept after its "
+                  "last write (1 day)."),
+    )
+    _WHAT = "log cleaner"
 
-    def __init__(self, settings: Mapping[str, object] | None = None, **kw: object) -> None:
-        values = resolve_broker_settings(self._KEYS, {**(settings or {}), **kw}, "log cleaner")
-        by_attr = {attr: name for name, (attr, _) in self._KEYS.items()}
-        for attr, value in values.items():
-            object.__setattr__(self, attr, value)
-        if self.num_threads < 1:
-            raise ConfigError(f"Invalid value {self.num_threads} for configuration "
-                              "log.cleaner.threads: Value must be at least 1",
-                              key="log.cleaner.threads")
-        if not 0 < self.dedupe_buffer_load_factor <= 1:
-            raise ConfigError(f"Invalid value {self.dedupe_buffer_load_factor} for "
-                              "configuration log.cleaner.io.buffer.load.factor: must be in "
-                              "(0, 1]", key="log.cleaner.io.buffer.load.factor")
-        for attr in ("dedupe_buffer_size", "io_buffer_size", "backoff_ms",
-                     "producer_id_expiration_ms", "max_io_bytes_per_second"):
-            if getattr(self, attr) <= 0:
-                raise ConfigError(f"Invalid value {getattr(self, attr)} for configuration "
-                                  f"{by_attr[attr]}: must be positive", key=by_attr[attr])
-        _check_map_size(self.map_memory // _BYTES_PER_SLOT, self.dedupe_buffer_load_factor)
+    enable_cleaner: bool
+    num_threads: int
+    dedupe_buffer_size: int
+    dedupe_buffer_load_factor: float
+    io_buffer_size: int
+    max_io_bytes_per_second: float
+    backoff_ms: int
+    producer_id_expiration_ms: int
+
+    @classmethod
+    def _validate_values(cls, values: dict[str, object]) -> None:
+        memory = _map_memory(values["dedupe_buffer_size"], values["num_threads"])  # type: ignore[arg-type]
+        _check_map_size(memory // _BYTES_PER_SLOT, values["dedupe_buffer_load_factor"])  # type: ignore[arg-type]
 
     @property
     def map_memory(self) -> int:
         """Bytes of one cleaner's offset map."""
-        return min(self.dedupe_buffer_size // self.num_threads, _INT_MAX)
+        return _map_memory(self.dedupe_buffer_size, self.num_threads)
 
     @property
     def read_buffer_size(self) -> int:
         """Bytes a cleaner reads at a time (grown for a larger batch)."""
         return max(self.io_buffer_size // self.num_threads // 2, 1)
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("CleanerConfig is immutable")
 
-    def __repr__(self) -> str:
-        changed = [f"{attr}={getattr(self, attr)!r}" for attr, default in self._KEYS.values()
-                   if getattr(self, attr) != default]
-        return f"CleanerConfig({', '.join(changed)})"
+def _map_memory(dedupe_buffer_size: int, num_threads: int) -> int:
+    return min(dedupe_buffer_size // num_threads, _INT_MAX)
 
 
 _BYTES_PER_SLOT = 24   # SkimpyOffsetMap: a 16-byte digest and an 8-byte offset

@@ -1,4 +1,11 @@
-"""Per-log (topic-level) configuration, with Kafka's names, defaults and checks.
+"""Configuration with Kafka's names, defaults and checks: one mechanism for every class.
+
+:class:`ConfigBase` is the mechanism: a configuration class is a frozen dataclass whose
+fields are the rows of a table of :class:`ConfigKey` (Kafka's name, the Python
+attribute, the parser of Kafka's type, the default, the range check, the meaning), and
+construction, ``from_dict``/``to_dict``, ``replace``, the checks, the repr and the
+documentation's defaults tables are all built from that table. :class:`LogConfig`, the
+log cleaner's ``CleanerConfig`` and the log manager's ``ManagerConfig`` use it.
 
 :class:`LogConfig` holds the settings Kafka keeps per topic that matter to the
 local log: segment size and age, index density, flushing, retention,
@@ -25,12 +32,25 @@ import random
 import re
 import string
 from collections.abc import Callable, Iterator, Mapping
-from typing import Literal, NamedTuple, Protocol
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar
 
 from kafkastore.errors import ConfigError
 from kafkastore.types import CompressionType, TimestampType
 
-__all__ = ["LONG_MAX", "LogConfig", "parse_properties", "resolve_broker_settings"]
+__all__ = [
+    "LONG_MAX",
+    "Check",
+    "ConfigBase",
+    "ConfigKey",
+    "LogConfig",
+    "at_least",
+    "between",
+    "parse_bool",
+    "parse_double",
+    "parse_int",
+    "parse_long",
+    "parse_properties",
+]
 
 #: Java's ``Long.MAX_VALUE``; Kafka's default for the settings that are off
 #: unless set (``flush.messages``, ``flush.ms``, ``max.compaction.lag.ms``...).
@@ -102,15 +122,18 @@ def _parse_integer(key: str, value: object, long: bool) -> int:
     raise _invalid(key, value, expected)
 
 
-def _parse_int(key: str, value: object) -> int:
+def parse_int(key: str, value: object) -> int:
+    """Kafka's INT: a Python integer or a decimal string that fits 32 bits."""
     return _parse_integer(key, value, long=False)
 
 
-def _parse_long(key: str, value: object) -> int:
+def parse_long(key: str, value: object) -> int:
+    """Kafka's LONG: a Python integer or a decimal string that fits 64 bits."""
     return _parse_integer(key, value, long=True)
 
 
-def _parse_double(key: str, value: object) -> float:
+def parse_double(key: str, value: object) -> float:
+    """Kafka's DOUBLE: a real number or a string ``Double.parseDouble`` takes."""
     if isinstance(value, str):
         s = _java_trim(value)
         if not _DOUBLE_RE.fullmatch(s):
@@ -121,7 +144,8 @@ def _parse_double(key: str, value: object) -> float:
     raise _invalid(key, value, f"Expected value to be a double, but it was a {_type_name(value)}")
 
 
-def _parse_bool(key: str, value: object) -> bool:
+def parse_bool(key: str, value: object) -> bool:
+    """Kafka's BOOLEAN: a bool or ``"true"``/``"false"`` in any case."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -135,35 +159,9 @@ def _parse_bool(key: str, value: object) -> bool:
 
 def _parse_string(key: str, value: object) -> str:
     if not isinstance(value, str):
-        raise _invalid(key, value, f"Expected value to be a string, but it was a {_type_name(value)}")
+        raise _invalid(key, value,
+                       f"Expected value to be a string, but it was a {_type_name(value)}")
     return _java_trim(value)
-
-
-def resolve_broker_settings(keys: Mapping[str, tuple[str, object]],
-                            given: Mapping[str, object], what: str) -> dict[str, object]:
-    """Broker-level settings (the ``LogManager``'s, the log cleaner's) by name.
-
-    ``keys`` maps each Kafka name to ``(attribute, default)``; a setting in ``given`` may
-    be named the Kafka way (``log.cleaner.threads``), with underscores
-    (``log_cleaner_threads``) or by its attribute. Values are parsed as Kafka's
-    ``ConfigDef`` does, by the default's type (bool, float: DOUBLE, int: LONG). Returns
-    ``{attribute: value}`` for every key, defaults filled in. Raises
-    :class:`~kafkastore.errors.ConfigError` for an unknown name or a bad value.
-    """
-    by_attr = {attr: name for name, (attr, _) in keys.items()}
-    values = {attr: default for attr, default in keys.values()}
-    for raw_name, value in given.items():
-        name = raw_name if raw_name in keys else str(raw_name).replace("_", ".")
-        if name not in keys:
-            name = by_attr.get(raw_name)   # type: ignore[assignment]
-            if name is None:
-                raise ConfigError(f"Unknown {what} setting {raw_name!r}; known: "
-                                  f"{sorted(keys)}", key=str(raw_name))
-        attr, default = keys[name]
-        parse = (_parse_bool if isinstance(default, bool)
-                 else _parse_double if isinstance(default, float) else _parse_long)
-        values[attr] = parse(name, value)
-    return values
 
 
 _POLICIES = ("compact", "delete")
@@ -221,18 +219,28 @@ def _parse_compression_type(key: str, value: object) -> CompressionType | str:
     return parsed
 
 
-# -- validators (ConfigDef.Range and friends); each returns the complaint or None -------------
+# -- validators (ConfigDef.Range and friends) -------------------------------------------------
 
 
-def _at_least(lo: int) -> Callable[[float], str | None]:
-    def check(v: float) -> str | None:
+class Check(NamedTuple):
+    """A range check: ``test(value)`` returns the complaint or None; ``valid`` says what
+    passes, as Kafka's documentation does (``[14,...]``)."""
+
+    test: Callable[[Any], str | None]
+    valid: str
+
+
+def at_least(lo: int) -> Check:
+    """Kafka's ``Range.atLeast``."""
+    def test(v: float) -> str | None:
         return None if v >= lo else f"Value must be at least {lo}"
 
-    return check
+    return Check(test, f"[{lo},...]")
 
 
-def _between(lo: int, hi: int) -> Callable[[float], str | None]:
-    def check(v: float) -> str | None:
+def between(lo: int, hi: int) -> Check:
+    """Kafka's ``Range.between`` (NaN fails too)."""
+    def test(v: float) -> str | None:
         if math.isnan(v):  # Kafka's Range lets NaN through; it compares false with everything
             return "Value must be a number"
         if v < lo:
@@ -241,7 +249,7 @@ def _between(lo: int, hi: int) -> Callable[[float], str | None]:
             return f"Value must be no more than {hi}"
         return None
 
-    return check
+    return Check(test, f"[{lo},...,{hi}]")
 
 
 def _gzip_level(v: float) -> str | None:
@@ -253,48 +261,279 @@ def _gzip_level(v: float) -> str | None:
 
 # -- the keys ---------------------------------------------------------------------------------
 
+# Kafka's ConfigDef.Type of each parser, and the values the parser itself limits to.
+_TYPES: dict[Callable[[str, object], object], tuple[str, str]] = {
+    parse_int: ("int", ""),
+    parse_long: ("long", ""),
+    parse_double: ("double", ""),
+    parse_bool: ("boolean", "true, false"),
+    _parse_string: ("string", ""),
+    _parse_cleanup_policy: ("list", "[" + ", ".join(_POLICIES) + "]"),
+    _parse_timestamp_type: ("string", "[" + ", ".join(_TIMESTAMP_TYPES) + "]"),
+    _parse_compression_type: ("string", "[" + ", ".join(_COMPRESSION_TYPES) + "]"),
+}
 
-class _Key(NamedTuple):
-    attr: str  # Python attribute name
-    name: str  # Kafka topic config name
+
+class ConfigKey(NamedTuple):
+    """One setting of a configuration class, one row of its table (Kafka's ``ConfigKey``).
+
+    ``name`` is Kafka's name (``segment.bytes``), ``attr`` the Python attribute
+    (``segment_bytes``), ``parse(name, value)`` turns a string or a Python value into
+    the attribute's value as Kafka's ``ConfigDef.parseType`` does, ``default`` is
+    Kafka's default as that value, ``check`` its range check (or None) and ``doc`` what
+    it means, the text of the documentation's table.
+    """
+
+    name: str
+    attr: str
     parse: Callable[[str, object], object]
     default: object
-    check: Callable[[float], str | None] | None = None
+    check: Check | None = None
+    doc: str = ""
+
+    @property
+    def kafka_type(self) -> str:
+        """Kafka's type name: int, long, double, boolean, string or list."""
+        return _TYPES[self.parse][0]
+
+    @property
+    def valid(self) -> str:
+        """The values accepted, as Kafka documents them (``[14,...]``), or ``""``."""
+        return self.check.valid if self.check is not None else _TYPES[self.parse][1]
 
 
-_KEYS: tuple[_Key, ...] = (
-    _Key("segment_bytes", "segment.bytes", _parse_int, 1073741824, _at_least(14)),
-    _Key("segment_ms", "segment.ms", _parse_long, 604800000, _at_least(1)),
-    _Key("segment_jitter_ms", "segment.jitter.ms", _parse_long, 0, _at_least(0)),
-    _Key("segment_index_bytes", "segment.index.bytes", _parse_int, 10485760, _at_least(4)),
-    _Key("index_interval_bytes", "index.interval.bytes", _parse_int, 4096, _at_least(0)),
-    _Key("flush_messages", "flush.messages", _parse_long, LONG_MAX, _at_least(1)),
-    _Key("flush_ms", "flush.ms", _parse_long, LONG_MAX, _at_least(0)),
-    _Key("retention_ms", "retention.ms", _parse_long, 604800000),
-    _Key("retention_bytes", "retention.bytes", _parse_long, -1),
-    _Key("file_delete_delay_ms", "file.delete.delay.ms", _parse_long, 60000, _at_least(0)),
-    _Key("cleanup_policy", "cleanup.policy", _parse_cleanup_policy, ("delete",)),
-    _Key("max_message_bytes", "max.message.bytes", _parse_int, 1048588, _at_least(0)),
-    _Key("message_timestamp_type", "message.timestamp.type", _parse_timestamp_type,
-         TimestampType.CREATE_TIME),
-    _Key("message_timestamp_before_max_ms", "message.timestamp.before.max.ms", _parse_long,
-         LONG_MAX, _at_least(0)),
-    _Key("message_timestamp_after_max_ms", "message.timestamp.after.max.ms", _parse_long,
-         LONG_MAX, _at_least(0)),
-    _Key("compression_type", "compression.type", _parse_compression_type, "producer"),
-    _Key("compression_gzip_level", "compression.gzip.level", _parse_int, -1, _gzip_level),
-    _Key("compression_lz4_level", "compression.lz4.level", _parse_int, 9, _between(1, 17)),
-    _Key("compression_zstd_level", "compression.zstd.level", _parse_int, 3,
-         _between(-131072, 22)),
-    _Key("preallocate", "preallocate", _parse_bool, False),
-    _Key("delete_retention_ms", "delete.retention.ms", _parse_long, 86400000, _at_least(0)),
-    _Key("min_compaction_lag_ms", "min.compaction.lag.ms", _parse_long, 0, _at_least(0)),
-    _Key("max_compaction_lag_ms", "max.compaction.lag.ms", _parse_long, LONG_MAX, _at_least(1)),
-    _Key("min_cleanable_dirty_ratio", "min.cleanable.dirty.ratio", _parse_double, 0.5,
-         _between(0, 1)),
+def _parse_value(key: ConfigKey, value: object) -> object:
+    if value is None:
+        raise _invalid(key.name, value, "Value must be non-null")
+    parsed = key.parse(key.name, value)
+    if key.check is not None:
+        why = key.check.test(parsed)
+        if why is not None:
+            raise _invalid(key.name, parsed, why)
+    if key.parse is parse_int or key.parse is parse_long:
+        # A Python int (a string was range-checked as Java parses it) must fit the Java type.
+        lo, hi = _INT_RANGE if key.parse is parse_int else _LONG_RANGE
+        if parsed < lo:  # type: ignore[operator]
+            raise _invalid(key.name, parsed, f"Value must be at least {lo}")
+        if parsed > hi:  # type: ignore[operator]
+            raise _invalid(key.name, parsed, f"Value must be no more than {hi}")
+    return parsed
+
+
+def _format(value: object) -> str:
+    """``value`` as Kafka writes it in a properties file."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    if isinstance(value, TimestampType):
+        return value.label
+    if isinstance(value, CompressionType):
+        return "uncompressed" if value is CompressionType.NONE else value.name.lower()
+    if isinstance(value, float):
+        if math.isinf(value):  # as Java's Double.toString, which parsing takes back
+            return "Infinity" if value > 0 else "-Infinity"
+        return "NaN" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+_C = TypeVar("_C", bound="ConfigBase")
+
+
+def _rebuild(cls: type[_C], values: tuple) -> _C:
+    return cls(**dict(zip((k.attr for k in cls.CONFIG_KEYS), values)))
+
+
+class ConfigBase:
+    """What :class:`LogConfig`, :class:`~kafkastore.cleaner.CleanerConfig` and
+    :class:`~kafkastore.manager.ManagerConfig` share: each is a frozen, slotted
+    dataclass whose fields are the rows of its ``CONFIG_KEYS`` table, in order.
+
+    A setting may be given by its Kafka name (``log.cleaner.threads``), that name
+    with underscores (``log_cleaner_threads``) or its attribute (``num_threads``),
+    in a mapping (the first argument) and as keywords, which override the mapping.
+    Values are parsed and range-checked by the key's ``parse`` and ``check`` with
+    Kafka's wording; a name given twice in one mapping (or twice as keywords, in two
+    spellings) and an unknown name raise :class:`~kafkastore.errors.ConfigError`.
+    Every setting not given takes Kafka's default. Then the class's
+    ``_validate_values`` checks the rules that span settings.
+
+    Thread safety: instances are immutable (assigning raises
+    :class:`dataclasses.FrozenInstanceError`), hashable, comparable by value and
+    picklable (unpickling checks the values again), so one can be shared freely.
+    """
+
+    __slots__ = ()
+    #: The settings, in Kafka's order: the dataclass fields and the documentation's table.
+    CONFIG_KEYS: ClassVar[tuple[ConfigKey, ...]] = ()
+    _BY_NAME: ClassVar[dict[str, ConfigKey]] = {}
+    #: What the settings are, in the unknown-name message ("log cleaner").
+    _WHAT: ClassVar[str] = "config"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)  # type: ignore[arg-type]
+        keys = cls.CONFIG_KEYS
+        cls._BY_NAME = {
+            **{k.name.replace(".", "_"): k for k in keys},
+            **{k.attr: k for k in keys},
+            **{k.name: k for k in keys},
+        }
+
+    def __init__(self, settings: Mapping[str, object] | None = None, /,
+                 **kw: object) -> None:
+        for attr, value in self._resolve((settings or {}, kw), None).items():
+            object.__setattr__(self, attr, value)
+
+    @classmethod
+    def from_dict(cls: type[_C], mapping: Mapping[str, object]) -> _C:
+        """Build a config from a mapping of Kafka or Python names to values.
+
+        The mapping may come straight from :func:`parse_properties` (string
+        values) or hold Python values; names not in it take Kafka's defaults.
+
+        Raises
+        ------
+        ConfigError
+            For an unknown name, a name given twice (as ``segment.bytes`` and
+            ``segment_bytes``) or an invalid value.
+        """
+        return cls(mapping)
+
+    def to_dict(self) -> dict[str, str]:
+        """Every setting under its Kafka name, as Kafka writes it in a properties file.
+
+        ``type(config).from_dict(config.to_dict()) == config`` always holds.
+        """
+        return {k.name: _format(getattr(self, k.attr)) for k in self.CONFIG_KEYS}
+
+    def replace(self: _C, **changes: object) -> _C:
+        """Return a copy with ``changes`` (Kafka or Python names) applied.
+
+        Only the changed values are parsed and checked again (plus the rules that
+        span settings).
+        """
+        base = {k.attr: getattr(self, k.attr) for k in self.CONFIG_KEYS}
+        new = object.__new__(type(self))
+        for attr, value in self._resolve((changes,), base).items():
+            object.__setattr__(new, attr, value)
+        return new
+
+    @classmethod
+    def _resolve(cls, sources: tuple[Mapping[Any, object], ...],
+                 base: Mapping[str, object] | None) -> dict[str, object]:
+        """Parse ``sources`` (later ones win) over ``base`` (attr -> value) or the defaults."""
+        given: dict[str, object] = {}  # attr -> raw value
+        for source in sources:
+            seen: dict[str, str] = {}  # attr -> the name it was given under, in this source
+            for name, raw in source.items():
+                key = cls._BY_NAME.get(name) if isinstance(name, str) else None
+                if key is None:
+                    raise cls._unknown(name)
+                if key.attr in seen:
+                    raise ConfigError(
+                        f"Configuration {key.name} is given twice, as {seen[key.attr]} "
+                        f"and {name}", key=key.name, value=raw)
+                seen[key.attr] = name
+                given[key.attr] = raw
+        values = dict(base) if base is not None else {k.attr: k.default for k in cls.CONFIG_KEYS}
+        for attr, raw in given.items():
+            values[attr] = _parse_value(cls._BY_NAME[attr], raw)
+        cls._validate_values(values)
+        return values
+
+    @classmethod
+    def _validate_values(cls, values: dict[str, object]) -> None:
+        """Check the rules that span settings (Kafka's ``validateValues``); none here."""
+
+    @classmethod
+    def _unknown(cls, name: object) -> ConfigError:
+        return ConfigError(f"Unknown {cls._WHAT} setting {name!r}; known: "
+                           f"{sorted(k.name for k in cls.CONFIG_KEYS)}", key=str(name))
+
+    def __repr__(self) -> str:
+        changed = []
+        for k in self.CONFIG_KEYS:
+            value = getattr(self, k.attr)
+            if value != k.default:
+                shown = _java_str(value) if isinstance(value, enum.Enum) else repr(value)
+                changed.append(f"{k.attr}={shown}")
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (type(self), tuple(getattr(self, k.attr) for k in self.CONFIG_KEYS)))
+
+
+# -- the topic configs ------------------------------------------------------------------------
+
+_DAY_MS = 86400000
+
+_LOG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("segment.bytes", "segment_bytes", parse_int, 1073741824, at_least(14),
+              "Roll a new segment before its log file would exceed this many bytes (1 GiB; "
+              "Kafka 4.0 raised the minimum to 1 MiB)."),
+    ConfigKey("segment.ms", "segment_ms", parse_long, 7 * _DAY_MS, at_least(1),
+              "Roll a segment this long after its first batch's timestamp (7 days)."),
+    ConfigKey("segment.jitter.ms", "segment_jitter_ms", parse_long, 0, at_least(0),
+              "Most a segment's time-based roll is brought forward; each segment draws its "
+              "jitter with ``LogConfig.random_segment_jitter``."),
+    ConfigKey("segment.index.bytes", "segment_index_bytes", parse_int, 10485760, at_least(4),
+              "Size the offset and time index files are created with (10 MiB); a segment "
+              "rolls when either is full (an offset index below 8 bytes holds no entry, and "
+              "Kafka fails to create it)."),
+    ConfigKey("index.interval.bytes", "index_interval_bytes", parse_int, 4096, at_least(0),
+              "Bytes of batches between two index entries (0 indexes every batch)."),
+    ConfigKey("flush.messages", "flush_messages", parse_long, LONG_MAX, at_least(1),
+              "Fsync after this many messages; the default leaves flushing to the OS."),
+    ConfigKey("flush.ms", "flush_ms", parse_long, LONG_MAX, at_least(0),
+              "Fsync when the last flush is this old."),
+    ConfigKey("retention.ms", "retention_ms", parse_long, 7 * _DAY_MS, None,
+              "Delete segments whose newest timestamp is older than this (7 days); negative "
+              "(-1) means no time limit."),
+    ConfigKey("retention.bytes", "retention_bytes", parse_long, -1, None,
+              "Delete the oldest segments while the log is larger than this; negative means "
+              "no size limit."),
+    ConfigKey("file.delete.delay.ms", "file_delete_delay_ms", parse_long, 60000, at_least(0),
+              "Delay between renaming a segment's files to ``.deleted`` and removing them "
+              "(1 minute)."),
+    ConfigKey("cleanup.policy", "cleanup_policy", _parse_cleanup_policy, ("delete",), None,
+              "Any of ``compact`` and ``delete`` (a comma separated string in Kafka's files; "
+              "in Python a tuple kept in the order ``(\"compact\", \"delete\")``)."),
+    ConfigKey("max.message.bytes", "max_message_bytes", parse_int, 1048588, at_least(0),
+              "Largest batch accepted on append, counting its 12-byte offset and size "
+              "prefix."),
+    ConfigKey("message.timestamp.type", "message_timestamp_type", _parse_timestamp_type,
+              TimestampType.CREATE_TIME, None,
+              "A ``TimestampType``: whether batches keep the producer's timestamps or get "
+              "the log's clock on append."),
+    ConfigKey("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", parse_long,
+              LONG_MAX, at_least(0),
+              "How far before the broker's clock a batch's timestamp may lie."),
+    ConfigKey("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", parse_long,
+              LONG_MAX, at_least(0),
+              "How far after the broker's clock a batch's timestamp may lie."),
+    ConfigKey("compression.type", "compression_type", _parse_compression_type, "producer", None,
+              "``producer`` (keep each batch's codec) or a codec the log recompresses to; in "
+              "Python ``\"producer\"`` or a ``CompressionType``."),
+    ConfigKey("compression.gzip.level", "compression_gzip_level", parse_int, -1,
+              Check(_gzip_level, "[1,...,9] or -1"),
+              "gzip level for batches the log compresses (-1: zlib's default)."),
+    ConfigKey("compression.lz4.level", "compression_lz4_level", parse_int, 9, between(1, 17),
+              "lz4 level for batches the log compresses."),
+    ConfigKey("compression.zstd.level", "compression_zstd_level", parse_int, 3,
+              between(-131072, 22), "zstd level for batches the log compresses."),
+    ConfigKey("preallocate", "preallocate", parse_bool, False, None,
+              "Create each segment's log file at ``segment.bytes`` and trim it when the "
+              "segment is rolled."),
+    ConfigKey("delete.retention.ms", "delete_retention_ms", parse_long, _DAY_MS, at_least(0),
+              "How long compaction keeps tombstones and transaction markers (1 day)."),
+    ConfigKey("min.compaction.lag.ms", "min_compaction_lag_ms", parse_long, 0, at_least(0),
+              "A record stays uncompacted at least this long (at most "
+              "``max.compaction.lag.ms``)."),
+    ConfigKey("max.compaction.lag.ms", "max_compaction_lag_ms", parse_long, LONG_MAX,
+              at_least(1), "A record stays uncompacted at most this long."),
+    ConfigKey("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", parse_double, 0.5,
+              between(0, 1), "Dirty fraction of the log above which it is compacted."),
 )
-
-_BY_NAME: dict[str, _Key] = {**{k.name: k for k in _KEYS}, **{k.attr: k for k in _KEYS}}
 
 # Kafka topic configs that kafkastore does not model, and why; named in the error message so
 # that loading a real topic's overrides fails with an explanation rather than a shrug.
@@ -317,109 +556,20 @@ _NOT_MODELLED = {
 }
 
 
-def _unknown(name: object) -> ConfigError:
-    if not isinstance(name, str):
-        return ConfigError(f"Config names must be strings, not {_type_name(name)}: {name!r}")
-    message = f"Unknown topic config name: {name}"
-    if name in _NOT_MODELLED:
-        message += f" (a Kafka topic config that kafkastore does not implement: {_NOT_MODELLED[name]})"
-        return ConfigError(message, key=name)
-    # Suggest in the spelling the caller used: Python names for snake_case, else Kafka's.
-    styles = [[k.attr for k in _KEYS], [k.name for k in _KEYS]]
-    if "_" not in name:
-        styles.reverse()
-    matches: list[str] = []
-    for candidates in styles:
-        matches = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
-        if matches:
-            break
-    if len(matches) == 1:
-        message += f"; did you mean {matches[0]}?"
-    elif matches:
-        message += f"; did you mean one of {', '.join(matches)}?"
-    return ConfigError(message, key=name, suggestions=tuple(matches))
-
-
-def _parse_value(key: _Key, value: object) -> object:
-    if value is None:
-        raise _invalid(key.name, value, "Value must be non-null")
-    parsed = key.parse(key.name, value)
-    if key.check is not None:
-        why = key.check(parsed)  # type: ignore[arg-type]
-        if why is not None:
-            raise _invalid(key.name, parsed, why)
-    if key.parse is _parse_int or key.parse is _parse_long:
-        # A Python int (a string was range-checked as Java parses it) must fit the Java type.
-        lo, hi = _INT_RANGE if key.parse is _parse_int else _LONG_RANGE
-        if parsed < lo:  # type: ignore[operator]
-            raise _invalid(key.name, parsed, f"Value must be at least {lo}")
-        if parsed > hi:  # type: ignore[operator]
-            raise _invalid(key.name, parsed, f"Value must be no more than {hi}")
-    return parsed
-
-
-def _resolve(settings: Mapping[object, object], base: Mapping[str, object] | None) -> dict:
-    """Parse ``settings`` (Kafka or Python names) over ``base`` (attr -> value) or the defaults."""
-    given: dict[str, tuple[str, object]] = {}  # attr -> (the name it was given under, value)
-    for name, raw in settings.items():
-        key = _BY_NAME.get(name) if isinstance(name, str) else None
-        if key is None:
-            raise _unknown(name)
-        if key.attr in given:
-            raise ConfigError(
-                f"Configuration {key.name} is given twice, as {given[key.attr][0]} and {name}",
-                key=key.name,
-                value=raw,
-            )
-        given[key.attr] = (name, raw)  # type: ignore[assignment]
-    values = dict(base) if base is not None else {k.attr: k.default for k in _KEYS}
-    for attr, (_, raw) in given.items():
-        values[attr] = _parse_value(_BY_NAME[attr], raw)
-    # LogConfig.validateValues: the one rule that ties two settings together.
-    lo, hi = values["min_compaction_lag_ms"], values["max_compaction_lag_ms"]
-    if lo > hi:
-        raise ConfigError(
-            f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
-            f"max.compaction.lag.ms ({hi})",
-            key="min.compaction.lag.ms",
-            value=lo,
-        )
-    return values
-
-
-def _format(value: object) -> str:
-    """``value`` as Kafka writes it in a properties file."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(value)
-    if isinstance(value, TimestampType):
-        return value.label
-    if isinstance(value, CompressionType):
-        return "uncompressed" if value is CompressionType.NONE else value.name.lower()
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
 class _RandInt(Protocol):
     def randint(self, a: int, b: int) -> int: ...
 
 
-def _rebuild(cls: type[LogConfig], values: tuple) -> LogConfig:
-    return cls(**dict(zip((k.attr for k in _KEYS), values)))
-
-
 @dataclasses.dataclass(frozen=True, init=False, repr=False, slots=True)
-class LogConfig:
+class LogConfig(ConfigBase):
     """The configuration of one log (Kafka's topic-level ``LogConfig``).
 
-    Construct with keyword arguments, Kafka's dotted names or the Python
+    Construct with keyword arguments or a mapping, Kafka's dotted names or the Python
     attribute names, and values either as Python values or as the strings of a
-    Kafka properties file::
+    Kafka properties file (:class:`ConfigBase` has the rules)::
 
         LogConfig(segment_bytes=1 << 20, cleanup_policy=("compact",))
-        LogConfig(**{"segment.bytes": "1048576", "cleanup.policy": "compact"})
+        LogConfig({"segment.bytes": "1048576", "cleanup.policy": "compact"})
         LogConfig.from_dict(parse_properties(path.read_text()))
 
     Every setting not given takes Kafka's default. Strings are parsed as
@@ -431,121 +581,9 @@ class LogConfig:
     14``. One rule spans two settings, as in Kafka's ``validateValues``:
     ``min.compaction.lag.ms`` may not exceed ``max.compaction.lag.ms``.
 
-    .. list-table::
-       :header-rows: 1
-       :widths: 28 28 16 44
-
-       * - Attribute
-         - Kafka name
-         - Default
-         - Meaning (valid values)
-       * - ``segment_bytes``
-         - ``segment.bytes``
-         - 1073741824 (1 GiB)
-         - Roll a new segment before its log file would exceed this many bytes (>= 14; Kafka 4.0
-           raised the minimum to 1 MiB).
-       * - ``segment_ms``
-         - ``segment.ms``
-         - 604800000 (7 days)
-         - Roll a segment this long after its first batch's timestamp (>= 1).
-       * - ``segment_jitter_ms``
-         - ``segment.jitter.ms``
-         - 0
-         - Most a segment's time-based roll is brought forward; each segment draws its jitter with
-           :meth:`random_segment_jitter` (>= 0).
-       * - ``segment_index_bytes``
-         - ``segment.index.bytes``
-         - 10485760 (10 MiB)
-         - Size the offset and time index files are created with; a segment rolls when either is
-           full (>= 4, but an offset index below 8 bytes holds no entry, and Kafka fails to create
-           it).
-       * - ``index_interval_bytes``
-         - ``index.interval.bytes``
-         - 4096
-         - Bytes of batches between two index entries (>= 0; 0 indexes every batch).
-       * - ``flush_messages``
-         - ``flush.messages``
-         - 2**63-1
-         - Fsync after this many messages (>= 1); the default leaves flushing to the OS.
-       * - ``flush_ms``
-         - ``flush.ms``
-         - 2**63-1
-         - Fsync when the last flush is this old (>= 0).
-       * - ``retention_ms``
-         - ``retention.ms``
-         - 604800000 (7 days)
-         - Delete segments whose newest timestamp is older than this; negative (-1) means no time
-           limit.
-       * - ``retention_bytes``
-         - ``retention.bytes``
-         - -1
-         - Delete the oldest segments while the log is larger than this; negative means no size
-           limit.
-       * - ``file_delete_delay_ms``
-         - ``file.delete.delay.ms``
-         - 60000 (1 minute)
-         - Delay between renaming a segment's files to ``.deleted`` and removing them (>= 0).
-       * - ``cleanup_policy``
-         - ``cleanup.policy``
-         - ``("delete",)``
-         - Any of ``"compact"`` and ``"delete"`` (a comma separated string in Kafka's files); kept
-           in the order ``("compact", "delete")``.
-       * - ``max_message_bytes``
-         - ``max.message.bytes``
-         - 1048588
-         - Largest batch accepted on append, counting its 12-byte offset and size prefix (>= 0).
-       * - ``message_timestamp_type``
-         - ``message.timestamp.type``
-         - CreateTime
-         - A :class:`~kafkastore.types.TimestampType`: ``CreateTime`` or ``LogAppendTime``.
-       * - ``message_timestamp_before_max_ms``
-         - ``message.timestamp.before.max.ms``
-         - 2**63-1
-         - How far before the broker's clock a batch's timestamp may lie (>= 0).
-       * - ``message_timestamp_after_max_ms``
-         - ``message.timestamp.after.max.ms``
-         - 2**63-1
-         - How far after the broker's clock a batch's timestamp may lie (>= 0).
-       * - ``compression_type``
-         - ``compression.type``
-         - ``"producer"``
-         - ``"producer"`` (keep each batch's codec) or a :class:`~kafkastore.types.CompressionType`;
-           in Kafka's files uncompressed, zstd, lz4, snappy, gzip or producer.
-       * - ``compression_gzip_level``
-         - ``compression.gzip.level``
-         - -1
-         - gzip level for batches the log compresses (1 to 9, or -1 for zlib's default).
-       * - ``compression_lz4_level``
-         - ``compression.lz4.level``
-         - 9
-         - lz4 level for batches the log compresses (1 to 17).
-       * - ``compression_zstd_level``
-         - ``compression.zstd.level``
-         - 3
-         - zstd level for batches the log compresses (-131072 to 22).
-       * - ``preallocate``
-         - ``preallocate``
-         - False
-         - Create each segment's log file at ``segment_bytes`` and trim it when the segment is
-           rolled.
-       * - ``delete_retention_ms``
-         - ``delete.retention.ms``
-         - 86400000 (1 day)
-         - How long compaction keeps tombstones and transaction markers (>= 0).
-       * - ``min_compaction_lag_ms``
-         - ``min.compaction.lag.ms``
-         - 0
-         - A record stays uncompacted at least this long (>= 0).
-       * - ``max_compaction_lag_ms``
-         - ``max.compaction.lag.ms``
-         - 2**63-1
-         - A record stays uncompacted at most this long (>= 1).
-       * - ``min_cleanable_dirty_ratio``
-         - ``min.cleanable.dirty.ratio``
-         - 0.5
-         - Dirty fraction of the log above which it is compacted (0 to 1).
-
-    ``2**63-1`` is Java's ``Long.MAX_VALUE`` (:data:`LONG_MAX`), which Kafka uses
+    The settings, their Kafka names, types, defaults and meanings are the rows of
+    :attr:`CONFIG_KEYS` (:class:`ConfigKey`); the documentation's configuration page
+    lists them. ``Long.MAX_VALUE`` (:data:`LONG_MAX`, ``2**63-1``) is what Kafka uses
     for "never". Integer settings are Java ``int`` (``segment_bytes``,
     ``segment_index_bytes``, ``index_interval_bytes``, ``max_message_bytes`` and
     the compression levels) or ``long`` (the rest), and must fit.
@@ -555,6 +593,8 @@ class LogConfig:
     instance can be shared by every log, thread and process. Change settings
     with :meth:`replace`, which returns a new instance.
     """
+
+    CONFIG_KEYS = _LOG_KEYS
 
     segment_bytes: int
     segment_ms: int
@@ -581,43 +621,43 @@ class LogConfig:
     max_compaction_lag_ms: int
     min_cleanable_dirty_ratio: float
 
-    def __init__(self, **settings: object) -> None:
-        for attr, value in _resolve(settings, None).items():
-            object.__setattr__(self, attr, value)
 
     @classmethod
-    def from_dict(cls, mapping: Mapping[str, object]) -> LogConfig:
-        """Build a config from a mapping of Kafka or Python names to values.
+    def _validate_values(cls, values: dict[str, object]) -> None:
+        # LogConfig.validateValues: the one rule that ties two settings together.
+        lo, hi = values["min_compaction_lag_ms"], values["max_compaction_lag_ms"]
+        if lo > hi:  # type: ignore[operator]
+            raise ConfigError(
+                f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
+                f"max.compaction.lag.ms ({hi})",
+                key="min.compaction.lag.ms",
+                value=lo,
+            )
 
-        The mapping may come straight from :func:`parse_properties` (string
-        values) or hold Python values; names not in it take Kafka's defaults.
+    @classmethod
+    def _unknown(cls, name: object) -> ConfigError:
+        if not isinstance(name, str):
+            return ConfigError(f"Config names must be strings, not {_type_name(name)}: {name!r}")
+        message = f"Unknown topic config name: {name}"
+        if name in _NOT_MODELLED:
+            message += (" (a Kafka topic config that kafkastore does not implement: "
+                        f"{_NOT_MODELLED[name]})")
+            return ConfigError(message, key=name)
+        # Suggest in the spelling the caller used: Python names for snake_case, else Kafka's.
+        styles = [[k.attr for k in cls.CONFIG_KEYS], [k.name for k in cls.CONFIG_KEYS]]
+        if "_" not in name:
+            styles.reverse()
+        matches: list[str] = []
+        for candidates in styles:
+            matches = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+            if matches:
+                break
+        if len(matches) == 1:
+            message += f"; did you mean {matches[0]}?"
+        elif matches:
+            message += f"; did you mean one of {', '.join(matches)}?"
+        return ConfigError(message, key=name, suggestions=tuple(matches))
 
-        Raises
-        ------
-        ConfigError
-            For an unknown name, a name given twice (as ``segment.bytes`` and
-            ``segment_bytes``) or an invalid value.
-        """
-        return cls(**_check_names(mapping))
-
-    def to_dict(self) -> dict[str, str]:
-        """Every setting under its Kafka name, as Kafka writes it in a properties file.
-
-        ``LogConfig.from_dict(config.to_dict()) == config`` always holds.
-        """
-        return {k.name: _format(getattr(self, k.attr)) for k in _KEYS}
-
-    def replace(self, **changes: object) -> LogConfig:
-        """Return a copy with ``changes`` (Kafka or Python names) applied.
-
-        Only the changed values are parsed and checked again (plus the
-        compaction-lag rule, which spans two settings).
-        """
-        base = {k.attr: getattr(self, k.attr) for k in _KEYS}
-        new = object.__new__(type(self))
-        for attr, value in _resolve(changes, base).items():
-            object.__setattr__(new, attr, value)
-        return new
 
     @property
     def compact(self) -> bool:
@@ -648,26 +688,6 @@ class LogConfig:
             return 0
         n = (random if rng is None else rng).randint(-(2**31), _INT_MAX)
         return (0 if n == -(2**31) else abs(n)) % min(self.segment_jitter_ms, self.segment_ms)
-
-    def __repr__(self) -> str:
-        changed = []
-        for k in _KEYS:
-            value = getattr(self, k.attr)
-            if value != k.default:
-                shown = _java_str(value) if isinstance(value, enum.Enum) else repr(value)
-                changed.append(f"{k.attr}={shown}")
-        return f"{type(self).__name__}({', '.join(changed)})"
-
-    def __reduce__(self) -> tuple:
-        return (_rebuild, (type(self), tuple(getattr(self, k.attr) for k in _KEYS)))
-
-
-def _check_names(mapping: Mapping[object, object]) -> dict[str, object]:
-    # cls(**mapping) would turn a non-string name into a TypeError; make it a ConfigError.
-    for name in mapping:
-        if not isinstance(name, str):
-            raise _unknown(name)
-    return dict(mapping)  # type: ignore[arg-type]
 
 
 # -- Java .properties -------------------------------------------------------------------------
@@ -712,7 +732,7 @@ def _odd_trailing_backslashes(line: str) -> bool:
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """Yield ``(first line number, logical line)`` with continuations joined, as Java's LineReader."""
+    """Yield ``(first line number, logical line)``, continuations joined as by Java's LineReader."""
     natural = _NATURAL_LINE_RE.split(text)
     i = 0
     while i < len(natural):

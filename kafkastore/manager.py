@@ -50,6 +50,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from kafkastore import _fileio
 from kafkastore.checkpoint import (
@@ -58,7 +59,15 @@ from kafkastore.checkpoint import (
     OffsetCheckpointFile,
 )
 from kafkastore.cleaner import CleanerConfig, CleanerStats, LogCleaner
-from kafkastore.config import ConfigError, LogConfig, resolve_broker_settings
+from kafkastore.config import (
+    LONG_MAX,
+    ConfigBase,
+    ConfigError,
+    ConfigKey,
+    LogConfig,
+    at_least,
+    parse_long,
+)
 from kafkastore.errors import (
     CorruptCheckpointError,
     InvalidPartitionDirError,
@@ -86,56 +95,51 @@ from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME, TopicPartition, valida
 __all__ = ["LogManager", "ManagerConfig"]
 
 _log = logging.getLogger(__name__)
-_LONG_MAX = (1 << 63) - 1
+
 #: How often the scheduler looks for deletions that became due (Kafka schedules one task
 #: per deletion; polling at this rate is the same to within a second).
 _DELETE_POLL_MS = 1000
 
 
-class ManagerConfig:
-    """The broker-level settings a :class:`LogManager` uses, under Kafka's names.
+@dataclass(frozen=True, init=False, repr=False, slots=True)
+class ManagerConfig(ConfigBase):
+    """The broker-level settings a :class:`LogManager` uses, under Kafka's names and with
+    Kafka's defaults; the Python spellings (``log_retention_check_interval_ms``,
+    ``retention_check_interval_ms``) work too, as for every
+    :class:`~kafkastore.config.ConfigBase`.
 
-    ``log.retention.check.interval.ms`` (300000), ``log.flush.scheduler.interval.ms``
-    (Long.MAX_VALUE: flushes only by roll, close and each log's ``flush.ms`` /
-    ``flush.messages``), ``log.flush.offset.checkpoint.interval.ms`` (60000),
-    ``log.flush.start.offset.checkpoint.interval.ms`` (60000) and
-    ``producer.id.expiration.check.interval.ms`` (600000: how often producers idle for
-    ``producer.id.expiration.ms``, a cleaner setting, are forgotten). Also accepts the
-    Python spelling (``log_retention_check_interval_ms``). Immutable.
+    ``log.flush.scheduler.interval.ms`` defaults to Long.MAX_VALUE: flushes happen only
+    by roll, close and each log's ``flush.ms`` / ``flush.messages``. Every interval must
+    be at least 1 ms (the scheduler runs each task at its interval). Immutable.
     """
 
-    _KEYS = {
-        "log.retention.check.interval.ms": ("retention_check_interval_ms", 300000),
-        "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _LONG_MAX),
-        "log.flush.offset.checkpoint.interval.ms": ("recovery_point_checkpoint_interval_ms",
-                                                    60000),
-        "log.flush.start.offset.checkpoint.interval.ms": (
-            "log_start_offset_checkpoint_interval_ms", 60000),
-        "producer.id.expiration.check.interval.ms": (
-            "producer_id_expiration_check_interval_ms", 600000),
-    }
-    __slots__ = tuple(attr for attr, _ in _KEYS.values())
+    CONFIG_KEYS = (
+        ConfigKey("log.retention.check.interval.ms", "retention_check_interval_ms",
+                  parse_long, 300000, at_least(1),
+                  "How often the scheduler deletes segments past retention (5 minutes)."),
+        ConfigKey("log.flush.scheduler.interval.ms", "flush_scheduler_interval_ms",
+                  parse_long, LONG_MAX, at_least(1),
+                  "How often the scheduler flushes the logs whose ``flush.ms`` is due."),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms",
+                  "recovery_point_checkpoint_interval_ms", parse_long, 60000, at_least(1),
+                  "How often the recovery points are written to ``recovery-point-offset-"
+                  "checkpoint`` (1 minute)."),
+        ConfigKey("log.flush.start.offset.checkpoint.interval.ms",
+                  "log_start_offset_checkpoint_interval_ms", parse_long, 60000, at_least(1),
+                  "How often the log start offsets are written to ``log-start-offset-"
+                  "checkpoint`` (1 minute)."),
+        ConfigKey("producer.id.expiration.check.interval.ms",
+                  "producer_id_expiration_check_interval_ms", parse_long, 600000,
+                  at_least(1), "How often producers idle for ``producer.id.expiration.ms`` "
+                  "(a cleaner setting) are forgotten (10 minutes)."),
+    )
+    _WHAT = "log manager"
 
-    def __init__(self, settings: Mapping[str, object] | None = None, **kw: object) -> None:
-        values = resolve_broker_settings(self._KEYS, {**(settings or {}), **kw}, "log manager")
-        for name, (attr, _) in self._KEYS.items():
-            if values[attr] < 1:
-                raise ConfigError(f"Invalid value {values[attr]} for {name}: must be >= 1",
-                                  key=name)
-            object.__setattr__(self, attr, values[attr])
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("ManagerConfig is immutable")
-
-    def __repr__(self) -> str:
-        return (f"ManagerConfig(retention_check_interval_ms={self.retention_check_interval_ms}, "
-                f"flush_scheduler_interval_ms={self.flush_scheduler_interval_ms}, "
-                f"recovery_point_checkpoint_interval_ms="
-                f"{self.recovery_point_checkpoint_interval_ms}, "
-                f"log_start_offset_checkpoint_interval_ms="
-                f"{self.log_start_offset_checkpoint_interval_ms}, "
-                f"producer_id_expiration_check_interval_ms="
-                f"{self.producer_id_expiration_check_interval_ms})")
+    retention_check_interval_ms: int
+    flush_scheduler_interval_ms: int
+    recovery_point_checkpoint_interval_ms: int
+    log_start_offset_checkpoint_interval_ms: int
+    producer_id_expiration_check_interval_ms: int
 
 
 class _Scheduler:
@@ -156,7 +160,7 @@ class _Scheduler:
 
     def schedule(self, name: str, period_ms: int, fn: Callable[[int], object],
                  first_delay_ms: int | None = None) -> None:
-        if period_ms >= _LONG_MAX:
+        if period_ms >= LONG_MAX:
             return  # Long.MAX_VALUE: never (Kafka's disabled flusher)
         now = self._time_ms()
         with self._lock:

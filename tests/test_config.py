@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkastore.config import LONG_MAX, LogConfig, parse_properties
+from kafkastore.config import LONG_MAX, ConfigBase, ConfigKey, LogConfig, parse_properties
 from kafkastore.errors import ConfigError, KafkaStoreError
 from kafkastore.types import CompressionType, TimestampType
 
@@ -280,7 +280,8 @@ INVALID = [
     ("flush.ms", 2**63, "9223372036854775808", "Value must be no more than 9223372036854775807"),
     ("retention.ms", -(2**63) - 1, "-9223372036854775809",
      "Value must be at least -9223372036854775808"),
-    ("retention.ms", 1.0, "1.0", "Expected value to be a 64-bit integer (long), but it was a float"),
+    ("retention.ms", 1.0, "1.0",
+     "Expected value to be a 64-bit integer (long), but it was a float"),
     ("preallocate", "yes", "yes", "Expected value to be either true or false"),
     ("preallocate", 1, "1", "Expected value to be either true or false"),
     ("min.cleanable.dirty.ratio", "abc", "abc", "Not a number of type DOUBLE"),
@@ -504,7 +505,8 @@ def test_immutable_hashable_picklable():
 
 def test_repr_shows_what_differs_from_kafkas_defaults():
     assert repr(LogConfig()) == "LogConfig()"
-    assert repr(LogConfig(**{"segment.bytes": "1024", "message.timestamp.type": "LogAppendTime"})) == (
+    config = LogConfig(**{"segment.bytes": "1024", "message.timestamp.type": "LogAppendTime"})
+    assert repr(config) == (
         "LogConfig(segment_bytes=1024, message_timestamp_type=TimestampType.LOG_APPEND_TIME)"
     )
 
@@ -706,9 +708,92 @@ def test_parse_properties_reads_what_java_writes(props, escape_unicode, separato
     for key, value in props.items():
         # "key value" needs a key: a line that starts with blanks loses them, as in Java
         sep = separator if key or separator.strip() else "="
-        lines.append(_store_escape(key, escape_unicode) + sep + _store_escape(value, escape_unicode))
+        lines.append(_store_escape(key, escape_unicode) + sep
+                     + _store_escape(value, escape_unicode))
     text = line_end.join(lines) + line_end
     assert parse_properties(text) == props
+
+
+# -- one mechanism for the three configuration classes ----------------------------------------
+
+
+def _config_classes():
+    from kafkastore.cleaner import CleanerConfig
+    from kafkastore.manager import ManagerConfig
+
+    return [LogConfig, CleanerConfig, ManagerConfig]
+
+
+@pytest.mark.parametrize("cls", _config_classes(), ids=lambda c: c.__name__)
+def test_each_config_class_is_its_key_table(cls):
+    keys = cls.CONFIG_KEYS
+    assert isinstance(cls(), ConfigBase)
+    assert [f.name for f in dataclasses.fields(cls)] == [k.attr for k in keys]
+    assert len({k.name for k in keys}) == len(keys)
+    default = cls()
+    assert all(isinstance(k, ConfigKey) and k.kafka_type and k.doc for k in keys)
+    assert [getattr(default, k.attr) for k in keys] == [k.default for k in keys]
+    assert repr(default) == f"{cls.__name__}()"
+    assert cls.from_dict(default.to_dict()) == default
+    assert pickle.loads(pickle.dumps(default)) == default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(default, keys[0].attr, keys[0].default)
+
+
+@pytest.mark.parametrize("cls", _config_classes(), ids=lambda c: c.__name__)
+def test_every_spelling_of_a_name(cls):
+    key = next(k for k in cls.CONFIG_KEYS if k.kafka_type == "long" and k.default != 5)
+    for spelling in (key.name, key.name.replace(".", "_"), key.attr):
+        config = cls({spelling: "5"})
+        assert getattr(config, key.attr) == 5
+        assert config == cls(**{spelling: 5}) == cls().replace(**{spelling: 5})
+        assert repr(config) == f"{cls.__name__}({key.attr}=5)"
+        assert hash(config) == hash(cls({key.attr: 5}))
+    # keywords override the mapping; one mapping may not give a setting twice
+    assert getattr(cls({key.name: 6}, **{key.attr: 5}), key.attr) == 5
+    with pytest.raises(ConfigError, match="given twice"):
+        cls({key.name: 5, key.attr: 6})
+    with pytest.raises(ConfigError, match=f"Invalid value null for configuration {key.name}"):
+        cls({key.name: None})
+
+
+def test_broker_settings_keep_their_checks_and_messages():
+    from kafkastore.cleaner import CleanerConfig
+    from kafkastore.manager import ManagerConfig
+
+    cases = [
+        (CleanerConfig, {"log.cleaner.threads": 0},
+         "Invalid value 0 for configuration log.cleaner.threads: Value must be at least 1"),
+        (CleanerConfig, {"log.cleaner.io.buffer.load.factor": "1.5"},
+         "Invalid value 1.5 for configuration log.cleaner.io.buffer.load.factor: "
+         "must be in (0, 1]"),
+        (CleanerConfig, {"log.cleaner.backoff.ms": -1},
+         "Invalid value -1 for configuration log.cleaner.backoff.ms: must be positive"),
+        (CleanerConfig, {"log.cleaner.io.max.bytes.per.second": 0.0},
+         "Invalid value 0.0 for configuration log.cleaner.io.max.bytes.per.second: "
+         "must be positive"),
+        (CleanerConfig, {"log.cleaner.dedupe.buffer.size": 24},
+         "offset map is too small to fit in even a single message"),
+        (CleanerConfig, {"log.cleaner.nope": 1},
+         "Unknown log cleaner setting 'log.cleaner.nope'; known: ['log.cleaner.backoff.ms'"),
+        (ManagerConfig, {"log.flush.scheduler.interval.ms": "x"},
+         "Invalid value x for configuration log.flush.scheduler.interval.ms: "
+         "Not a number of type LONG"),
+        (ManagerConfig, {"producer.id.expiration.check.interval.ms": 0},
+         "Invalid value 0 for configuration producer.id.expiration.check.interval.ms: "
+         "Value must be at least 1"),
+    ]
+    for cls, settings, message in cases:
+        with pytest.raises(ConfigError) as info:
+            cls(settings)
+        assert str(info.value).startswith(message)
+    # the map-size rule spans two settings and is checked again by replace
+    config = CleanerConfig({"log.cleaner.dedupe.buffer.size": 24 * 64})
+    with pytest.raises(ConfigError, match="too small"):
+        config.replace(num_threads=64)
+    unbounded = CleanerConfig()
+    assert unbounded.to_dict()["log.cleaner.io.max.bytes.per.second"] == "Infinity"
+    assert CleanerConfig.from_dict(unbounded.to_dict()) == unbounded
 
 
 # -- layering ---------------------------------------------------------------------------------
