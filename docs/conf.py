@@ -5,8 +5,13 @@ from outside the source tree, so autodoc imports what users get. For a local bui
 the source tree use `make docs` (python -m sphinx puts the current directory on sys.path).
 """
 
+import sys
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
+from pathlib import Path
+
+# docs/_ext: the config_tables directive (the settings tables, built from the code's tables)
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))
 
 project = "kafkastore"
 author = "The kafkastore authors"
@@ -21,6 +26,7 @@ version = ".".join(release.split(".")[:2])
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
+    "config_tables",
 ]
 
 # numpydoc-style docstrings throughout (style guide, "Docstrings").
