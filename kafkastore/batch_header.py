@@ -266,20 +266,18 @@ def read_batch_header(buffer, position: int = 0) -> BatchHeader:
     """
     if position < 0:
         raise ValueError(f"negative position {position}")
-    try:
-        f = _unpack_v2(buffer, position)
-    except struct.error:
-        f = None
-    if f is not None and f[3] >= 2:   # the common case: one unpack
+    try:   # the common case, a v2 batch: one unpack
         base, length, epoch, magic, crc, attrs, delta, base_ts, max_ts, pid, pepoch, seq, \
-            count = f
-        last = base + delta
-        if last > _LONG_MAX or last < _LONG_MIN:
-            last = (last - _LONG_MIN) % _WRAP + _LONG_MIN
-        return _tuple_new(BatchHeader, (position, length + LOG_OVERHEAD, magic, base, last,
-                                        max_ts, epoch, crc, attrs, delta, base_ts, pid,
-                                        pepoch, seq, count))
-    return _read_legacy(buffer, position)
+            count = _unpack_v2(buffer, position)
+    except struct.error:
+        return _read_legacy(buffer, position)
+    if magic < 2:
+        return _read_legacy(buffer, position)
+    last = base + delta
+    if last > _LONG_MAX or last < _LONG_MIN:
+        last = (last - _LONG_MIN) % _WRAP + _LONG_MIN
+    return _tuple_new(BatchHeader, (position, length + LOG_OVERHEAD, magic, base, last, max_ts,
+                                    epoch, crc, attrs, delta, base_ts, pid, pepoch, seq, count))
 
 
 def _read_legacy(buffer, position: int) -> BatchHeader:

@@ -15,6 +15,7 @@ from _helpers import legacy, rec, v2_batch
 
 from kafkastore import batch_header as bh
 from kafkastore.errors import CorruptRecordError
+from kafkastore.file_records import FileRecords
 from kafkastore.records import encode_batch, encode_control_batch, iter_batches
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
 
@@ -181,3 +182,26 @@ def test_header_field_gathers_what_the_accessor_reads():
         [h.attributes for h in headers]
     assert bh.header_field(data, positions, bh.LAST_OFFSET_DELTA_OFFSET, ">i4").tolist() == \
         [h.last_offset_delta for h in headers]
+
+
+def test_a_file_walk_yields_the_light_form(tmp_path):
+    data = b"".join([
+        encode_batch([(b"k", b"v")] * 3, base_offset=0, timestamp=5),
+        encode_batch([(b"k", b"v")], magic=1, base_offset=3, timestamp=6),
+        encode_batch([(b"k", b"v")], magic=0, base_offset=4),
+        encode_batch([(b"k", b"v")] * 2, base_offset=5, timestamp=7),
+    ])
+    path = str(tmp_path / "00000000000000000000.log")
+    fr = FileRecords.open(path)
+    try:
+        fr.append(data)
+        walked = list(fr.walk())
+    finally:
+        fr.close()
+    assert len(walked) == 4
+    for entry in walked:
+        assert type(entry) is bh.EntryHeader
+        full = bh.read_batch_header(data, entry.position)
+        # the full header starts with the light form's six fields, in the same order
+        assert tuple(full[:6]) == tuple(entry)
+    assert bh.EntryHeader._fields == bh.BatchHeader._fields[:6]
