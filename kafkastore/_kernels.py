@@ -17,8 +17,13 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+# The format's layout constants are plain data, the same for both backends: the compiled
+# kernels read them from _ext/consts.pxd at C level, and this Python mirror (checked
+# against the .pxd by tests/kernels/test_consts.py) serves everything else.
+from kafkastore._pure import consts
+
 __all__ = ["BACKEND", "NO_EXTENSIONS", "varint", "record_batch", "index_search",
-           "entry_walk", "offset_map", "murmur2", "column_encode"]
+           "entry_walk", "offset_map", "murmur2", "column_encode", "consts"]
 
 
 def _flag(name: str) -> bool:

@@ -59,7 +59,6 @@ import heapq
 import logging
 import math
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -68,6 +67,16 @@ from typing import NamedTuple
 
 from kafkastore import compression as _compression
 from kafkastore._kernels import offset_map as _offset_map
+from kafkastore.batch_header import (
+    CODEC_MASK,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    read_batch_header,
+)
 from kafkastore.checkpoint import OffsetCheckpointFile
 from kafkastore.config import (
     Check,
@@ -88,8 +97,6 @@ from kafkastore.file_records import read_chunks
 from kafkastore.log import Log
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
-    RECORD_BATCH_OVERHEAD,
-    V2_HEADER,
     ControlRecordType,
     assemble_batch_v2,
     control_marker,
@@ -124,12 +131,6 @@ SkimpyOffsetMap = _offset_map.SkimpyOffsetMap
 
 _INT_MAX = (1 << 31) - 1
 _LONG_MAX = (1 << 63) - 1
-_PREFIX = struct.Struct(">qi")             # every entry: offset, size
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
-_DELETE_HORIZON_BIT = 0x40
 
 # Kafka's BatchRetention
 _DELETE, _DELETE_EMPTY, _RETAIN_EMPTY = 0, 1, 2
@@ -516,40 +517,6 @@ class _TxnTracker:
         return False
 
 
-class _Batch:
-    """The header of one entry of a source segment, as pass 1 and pass 2 read it."""
-
-    __slots__ = ("position", "size", "magic", "base_offset", "last_offset", "attributes",
-                 "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
-                 "base_sequence", "count", "leader_epoch")
-
-    @classmethod
-    def read(cls, view, position: int, size: int, magic: int) -> _Batch:
-        b = cls()
-        b.position, b.size, b.magic = position, size, magic
-        if magic >= 2:
-            (b.base_offset, _len, b.leader_epoch, _m, _crc, b.attributes, lod,
-             b.base_timestamp, b.max_timestamp, b.producer_id, b.producer_epoch,
-             b.base_sequence, b.count) = V2_HEADER.unpack_from(view, position)
-            b.last_offset = b.base_offset + lod
-        else:
-            b.base_offset = b.last_offset = _PREFIX.unpack_from(view, position)[0]
-            b.attributes, b.producer_id, b.count, b.max_timestamp = 0, -1, -1, -1
-        return b
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_BIT)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
-
-    @property
-    def delete_horizon(self) -> int | None:
-        return self.base_timestamp if self.attributes & _DELETE_HORIZON_BIT else None
-
-
 class Cleaner:
     """One cleaner: an offset map and the rounds it runs (Kafka's ``Cleaner``).
 
@@ -631,14 +598,14 @@ class Cleaner:
             for b in batches:
                 if b.magic >= 2:
                     if b.is_control:
-                        ctype = _control_type(view, b.position, b.size) if b.count else None
+                        ctype = _control_type(view, b.position, b.size) if b.record_count else None
                         tracker.on_control_batch(b.producer_id, b.last_offset, ctype)
                         stats.map_messages_read += 1
                     elif tracker.on_batch(b.producer_id, b.last_offset, b.is_transactional):
-                        stats.map_messages_read += b.count
+                        stats.map_messages_read += b.record_count
                     else:
                         section = self._records_section(view, b, log)
-                        walked, full = omap.put_keys(section, b.count, b.base_offset, start,
+                        walked, full = omap.put_keys(section, b.record_count, b.base_offset, start,
                                                      max_entries)
                         stats.map_messages_read += walked
                         if full:
@@ -650,7 +617,7 @@ class Cleaner:
         omap.update_latest_offset(next_start - 1)   # past any gap at the segment's end
         return False
 
-    def _map_legacy(self, view, b: _Batch, start: int, max_entries: int,
+    def _map_legacy(self, view, b: BatchHeader, start: int, max_entries: int,
                     stats: CleanerStats) -> bool:
         omap = self.offset_map
         for batch in iter_batches(view[b.position:b.position + b.size], validate=False):
@@ -738,7 +705,7 @@ class Cleaner:
                 stats.bytes_written += len(chunk)
                 self.throttler.maybe_throttle(len(chunk))
 
-    def _filter_batch(self, view, b: _Batch, log: Log, now: int, delete_retention: int,
+    def _filter_batch(self, view, b: BatchHeader, log: Log, now: int, delete_retention: int,
                       stats: CleanerStats, tracker: _TxnTracker, producers: _ProducerState,
                       retain_legacy_deletes: bool, upper_bound: int):
         """Kafka's ``filterTo`` for one entry: ``(bytes, max timestamp)`` or None."""
@@ -746,9 +713,9 @@ class Cleaner:
             return self._filter_legacy(view, b, stats, retain_legacy_deletes, upper_bound)
         # checkBatchRetention
         if b.is_control:
-            control_type = _control_type(view, b.position, b.size) if b.count else None
+            control_type = _control_type(view, b.position, b.size) if b.record_count else None
             can_discard = tracker.on_control_batch(b.producer_id, b.last_offset, control_type)
-            horizon = b.delete_horizon
+            horizon = b.delete_horizon_ms
             discard_records = can_discard and horizon is not None and horizon <= now
         else:
             can_discard = tracker.on_batch(b.producer_id, b.last_offset, b.is_transactional)
@@ -766,64 +733,64 @@ class Cleaner:
             retention = _DELETE_EMPTY
         marker_for_empty_txn = can_discard and b.is_control
         if retention == _DELETE:
-            stats.messages_read += max(b.count, 0)
+            stats.messages_read += max(b.record_count, 0)
             return None
         # the records
         if discard_records:
             kept, tombstones, mask, section = 0, 0, None, None
         elif b.is_control:
-            kept, tombstones, mask, section = b.count, 0, None, None
+            kept, tombstones, mask, section = b.record_count, 0, None, None
         else:
             section = self._records_section(view, b, log)
-            horizon = b.delete_horizon
+            horizon = b.delete_horizon_ms
             retain_deletes = horizon is None or now < horizon
-            result = self.offset_map.retained_mask(section, b.count, b.base_offset,
+            result = self.offset_map.retained_mask(section, b.record_count, b.base_offset,
                                                    self.offset_map.latest_offset,
                                                    retain_deletes)
             kept, tombstones, mask = result.kept, result.tombstones_kept, result.mask
             stats.invalid_messages_read += result.keyless_dropped
-        stats.messages_read += b.count
+        stats.messages_read += b.record_count
         stats.messages_written += kept
-        needs_horizon = (tombstones > 0 or marker_for_empty_txn) and b.delete_horizon is None
-        if kept == b.count and kept > 0 and not needs_horizon:
+        needs_horizon = (tombstones > 0 or marker_for_empty_txn) and b.delete_horizon_ms is None
+        if kept == b.record_count and kept > 0 and not needs_horizon:
             return bytes(view[b.position:b.position + b.size]), b.max_timestamp
         if kept > 0:
             if section is None:   # a control batch that gets its horizon
                 section = self._records_section(view, b, log)
-                mask = b"\x01" * b.count
-            horizon = now + delete_retention if needs_horizon else b.delete_horizon
+                mask = b"\x01" * b.record_count
+            horizon = now + delete_retention if needs_horizon else b.delete_horizon_ms
             return self._rebuild(b, section, mask, kept, horizon)
         if retention == _RETAIN_EMPTY:
             return assemble_batch_v2(
                 b"", 0, base_offset=b.base_offset, last_offset_delta=b.last_offset - b.base_offset,
-                attributes=b.attributes & (_TIMESTAMP_TYPE_BIT | _TRANSACTIONAL_BIT | _CONTROL_BIT),
+                attributes=b.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK),
                 base_timestamp=-1, max_timestamp=b.max_timestamp, producer_id=b.producer_id,
                 producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
-                partition_leader_epoch=b.leader_epoch), b.max_timestamp
+                partition_leader_epoch=b.partition_leader_epoch), b.max_timestamp
         return None
 
-    def _rebuild(self, b: _Batch, section, mask, kept: int, horizon: int | None):
+    def _rebuild(self, b: BatchHeader, section, mask, kept: int, horizon: int | None):
         """The batch with only the ``mask`` records (Kafka's ``buildRetainedRecordsInto``)."""
-        log_append = b.attributes & _TIMESTAMP_TYPE_BIT
+        log_append = b.attributes & TIMESTAMP_TYPE_MASK
         # without a horizon the first kept record's timestamp is the base, as in Kafka
         records, first_ts, max_ts = _offset_map.select_records(
-            section, b.count, mask, b.base_timestamp, horizon,
+            section, b.record_count, mask, b.base_timestamp, horizon,
             b.max_timestamp if log_append else -1)
         base_ts = first_ts if horizon is None else horizon
         if log_append:
             max_ts = b.max_timestamp
-        attributes = b.attributes & ~_DELETE_HORIZON_BIT
+        attributes = b.attributes & ~DELETE_HORIZON_MASK
         if horizon is not None:
-            attributes |= _DELETE_HORIZON_BIT
+            attributes |= DELETE_HORIZON_MASK
         data = assemble_batch_v2(
             records, kept, base_offset=b.base_offset,
             last_offset_delta=b.last_offset - b.base_offset, attributes=attributes,
             base_timestamp=base_ts, max_timestamp=max_ts, producer_id=b.producer_id,
             producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
-            partition_leader_epoch=b.leader_epoch)
+            partition_leader_epoch=b.partition_leader_epoch)
         return data, max_ts
 
-    def _filter_legacy(self, view, b: _Batch, stats: CleanerStats, retain_deletes: bool,
+    def _filter_legacy(self, view, b: BatchHeader, stats: CleanerStats, retain_deletes: bool,
                        upper_bound: int):
         """Magic 0/1 entries: the records decoded in Python (legacy data is rare)."""
         omap = self.offset_map
@@ -887,8 +854,7 @@ class Cleaner:
                     offset=err.offset, path=path)
             view = memoryview(data)
             try:
-                batches = [_Batch.read(view, pos, size, magic) for pos, size, magic in
-                           zip(scan.position.tolist(), scan.size.tolist(), scan.magic.tolist())]
+                batches = [read_batch_header(view, pos) for pos in scan.position.tolist()]
                 yield view, scan, batches
             finally:
                 view.release()
@@ -899,10 +865,10 @@ class Cleaner:
                 f"past the {end - position} bytes left in the segment", position=position,
                 path=path)
 
-    def _records_section(self, view, b: _Batch, log: Log):
+    def _records_section(self, view, b: BatchHeader, log: Log):
         """The (decompressed) records section of the v2 batch ``b``."""
         section = view[b.position + RECORD_BATCH_OVERHEAD:b.position + b.size]
-        codec = b.attributes & _CODEC_MASK
+        codec = b.attributes & CODEC_MASK
         if not codec:
             return section
         try:

@@ -14,30 +14,31 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
-from typing import NamedTuple
 
 from kafkastore import _fileio
 from kafkastore._kernels import entry_walk
+from kafkastore.batch_header import (
+    ENTRY_PREFIX,
+    LOG_OVERHEAD,
+    MIN_ENTRY_SIZE,
+    RECORD_BATCH_OVERHEAD,
+    EntryHeader,
+)
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.records import (
-    LOG_OVERHEAD,
     iter_batches,
     scan_batches,
 )
 from kafkastore.txn_index import AbortedTransactionFilter
 
-__all__ = ["BatchHeader", "FileRecords", "StorageRecords", "LogSlice", "MAX_SEGMENT_SIZE",
-           "read_chunks"]
+__all__ = ["BatchHeader", "EntryHeader", "FileRecords", "StorageRecords", "LogSlice",
+           "MAX_SEGMENT_SIZE", "read_chunks"]
 
 #: A segment file's size is an int32 in Kafka (positions in the offset index are int32).
 MAX_SEGMENT_SIZE = (1 << 31) - 1
 
-# 8-byte offset, 4-byte size, then the bytes up to the magic (FileLogInputStream's 17-byte header)
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_ENTRY_SIZE = 14            # Kafka's RECORD_OVERHEAD_V0: the smallest legal size field
-_PREFIX = struct.Struct(">qi")
+_PREFIX = ENTRY_PREFIX
 _WINDOW = 8192
 _FIRST_READ = 64          # one v2 header (61 bytes) and a little: the first step of a search
 _PREFETCH_MAX = 64 << 10  # larger reads are not fetched with the search's window
@@ -46,16 +47,11 @@ _tuple_new = tuple.__new__  # a NamedTuple without its Python-level __new__
 _find_entry = entry_walk.find_entry
 _FOUND, _END, _CORRUPT = entry_walk.FOUND, entry_walk.END, entry_walk.CORRUPT
 
-
-class BatchHeader(NamedTuple):
-    """The header fields of one entry of a file, as a file walk sees them."""
-
-    position: int
-    size: int               # whole entry, 12-byte prefix included
-    magic: int
-    base_offset: int        # the offset field (a legacy wrapper's is its *last* inner offset)
-    last_offset: int
-    max_timestamp: int      # -1 for magic 0
+# A walk yields the header's light form, kafkastore.batch_header.EntryHeader: the six
+# fields the walk kernel returns, built from its tuple without a second read (the full
+# header, batch_header.BatchHeader, starts with the same six fields). BatchHeader is the
+# name dump.py and older code know it by here.
+BatchHeader = EntryHeader
 
 
 class FileRecords:
@@ -306,7 +302,7 @@ class FileRecords:
         return LogSlice(self, position, end - position)
 
     def walk(self, start: int = 0, end: int | None = None, *,
-             window: int = _WINDOW) -> Iterator[BatchHeader]:
+             window: int = _WINDOW) -> Iterator[EntryHeader]:
         """Yield the header of each complete entry in ``[start, end)``.
 
         Kafka's ``FileLogInputStream``: fewer than 17 bytes left, or an entry
@@ -317,8 +313,9 @@ class FileRecords:
         for header, _win_pos, _win in self._walk(start, end, window):
             yield header
 
-    def walk_headers(self, start: int = 0, *, end: int | None = None, header_size: int = 61,
-                     window: int = 16384) -> Iterator[tuple[BatchHeader, bytes]]:
+    def walk_headers(self, start: int = 0, *, end: int | None = None,
+                     header_size: int = RECORD_BATCH_OVERHEAD,
+                     window: int = 16384) -> Iterator[tuple[EntryHeader, bytes]]:
         """:meth:`walk`, with the first ``header_size`` bytes of each entry (fewer for a
         shorter entry): a v2 batch's attributes and producer fields without a read of
         its records or a map of the file. The bytes come from the walk's window when it
@@ -360,7 +357,7 @@ class FileRecords:
             status, rel, size, magic, offset, last, max_ts = _find_entry(
                 win, pos - win_pos, stop - win_pos, target)
             if status == _FOUND:
-                return (_tuple_new(BatchHeader, (win_pos + rel, size, magic, offset, last,
+                return (_tuple_new(EntryHeader, (win_pos + rel, size, magic, offset, last,
                                                  max_ts)), win_pos, win)
             if status == _END:
                 return None
@@ -381,13 +378,13 @@ class FileRecords:
         return _fileio.fs.pread(self._fd, size, position)
 
     def search_for_offset_with_size(self, target_offset: int,
-                                    starting_position: int = 0) -> BatchHeader | None:
+                                    starting_position: int = 0) -> EntryHeader | None:
         """The first entry at or after ``starting_position`` whose last offset >= target."""
         return self.search_with_data(target_offset, starting_position)[0]
 
     def search_with_data(self, target_offset: int, starting_position: int = 0,
                          read_size: int = 0, *, next_position: int = -1,
-                         at_start: bool = False) -> tuple[BatchHeader | None, bytes | None]:
+                         at_start: bool = False) -> tuple[EntryHeader | None, bytes | None]:
         """:meth:`search_for_offset_with_size`, and the entry's first ``read_size`` bytes.
 
         A read's header search, in one ``pread`` when the offset index allows:
@@ -419,7 +416,7 @@ class FileRecords:
             # v2 batch whose base offset is at or below the target
             if found[0] == _FOUND and found[1] == 0 and found[3] >= 2 \
                     and found[4] <= target_offset:
-                header = _tuple_new(BatchHeader, (next_position, *found[2:]))
+                header = _tuple_new(EntryHeader, (next_position, *found[2:]))
                 return header, self._data_in(win, 0, read_size, left)
             # a stale or sparse index: walk from the start
         first = window if at_start else _FIRST_READ
@@ -564,7 +561,7 @@ class StorageRecords(FileRecords):
 
     def search_with_data(self, target_offset: int, starting_position: int = 0,
                          read_size: int = 0, *, next_position: int = -1,
-                         at_start: bool = False) -> tuple[BatchHeader | None, bytes | None]:
+                         at_start: bool = False) -> tuple[EntryHeader | None, bytes | None]:
         """:meth:`FileRecords.search_with_data` with windowed ranged reads (the index
         hints only bound the walk here: each read is a request, not a syscall)."""
         self._check_open()

@@ -22,6 +22,22 @@ import crc32c
 
 from kafkastore import _fileio, log_loader
 from kafkastore._kernels import entry_walk
+from kafkastore.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CODEC_MASK,
+    CRC_OFFSET,
+    INT32,
+    INT64,
+    LAST_OFFSET_DELTA_OFFSET,
+    LEGACY_ATTRIBUTES_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    UINT32,
+)
 from kafkastore.compression import validate_level
 from kafkastore.config import LogConfig
 from kafkastore.errors import (
@@ -77,18 +93,7 @@ from kafkastore.txn_index import (
     AbortedTxn,
     check_isolation_level,
 )
-from kafkastore.validator import (  # the v2 header layout, in one place for the log layer
-    _I32,
-    _I64,
-    _LEGACY_ATTRS,
-    _TRANSACTIONAL_BIT,
-    _TS_TYPE_BIT,
-    _U32,
-    _V2_ATTRS,
-    _V2_CRC,
-    _V2_LEADER_EPOCH,
-    _V2_MAX_TS,
-    _V2_PRODUCER_ID,
+from kafkastore.validator import (
     LogValidator,
     check_produce_size,
     codec_level,
@@ -122,8 +127,6 @@ LATEST_TIERED_TIMESTAMP = -5
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 _INT_MAX = (1 << 31) - 1
-_V2_LAST_OFFSET_DELTA = 23
-_V2_HEADER = 61
 _find_entry = entry_walk.find_entry
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 _FOUND, _END = entry_walk.FOUND, entry_walk.END
@@ -189,7 +192,7 @@ class _AppendPlan(NamedTuple):
     def of(cls, config: LogConfig) -> _AppendPlan:
         codec = _target_codec(config, None)
         log_append = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-        return cls(int(codec) | (_TS_TYPE_BIT if log_append else 0),
+        return cls(int(codec) | (TIMESTAMP_TYPE_MASK if log_append else 0),
                    codec_level(config, codec), log_append,
                    config.message_timestamp_before_max_ms < _NO_LIMIT
                    or config.message_timestamp_after_max_ms < _NO_LIMIT)
@@ -348,7 +351,7 @@ class Log:
 
     def _assign_epoch(self, data, first_offset: int) -> None:
         """Kafka's step 5 of an append: the epoch of a v2 batch, if newer, from its base."""
-        epoch = _I32.unpack_from(data, _V2_LEADER_EPOCH)[0]
+        epoch = INT32.unpack_from(data, PARTITION_LEADER_EPOCH_OFFSET)[0]
         if epoch >= 0:
             latest = self._epochs.latest_entry()
             if latest is None or latest.epoch != epoch:
@@ -538,13 +541,13 @@ class Log:
             attributes, level = plan.attributes, plan.level
             if compression is not None:
                 codec = _target_codec(self._config, compression)
-                attributes = (attributes & ~0x07) | int(codec)
+                attributes = (attributes & ~CODEC_MASK) | int(codec)
                 level = codec_level(self._config, codec)
             if compression_level is not None:
-                validate_level(attributes & 0x07, compression_level)
+                validate_level(attributes & CODEC_MASK, compression_level)
                 level = compression_level
             if is_transactional:
-                attributes |= _TRANSACTIONAL_BIT
+                attributes |= TRANSACTIONAL_MASK
             if producer_id >= 0 and base_sequence < 0:
                 raise InvalidRecordError(
                     f"Invalid sequence number {base_sequence} in record batch with producerId "
@@ -555,8 +558,8 @@ class Log:
                              now if timestamp is None else timestamp,
                              now if log_append else None, producer_id, producer_epoch,
                              base_sequence, partition_leader_epoch)
-            last = first + _I32.unpack_from(data, _V2_LAST_OFFSET_DELTA)[0]
-            max_ts = _I64.unpack_from(data, _V2_MAX_TS)[0]
+            last = first + INT32.unpack_from(data, LAST_OFFSET_DELTA_OFFSET)[0]
+            max_ts = INT64.unpack_from(data, MAX_TIMESTAMP_OFFSET)[0]
             if plan.timestamp_window and not log_append:   # (no call on the hot path)
                 self._check_timestamps(data, now)
             size = len(data)
@@ -655,7 +658,8 @@ class Log:
         for i in range(len(positions)):
             self._check_batch_size(sizes[i], positions[i])
         buf = bytearray(view[:valid_bytes])
-        legacy_attrs = magics if magics[0] >= 2 else [buf[p + _LEGACY_ATTRS] for p in positions]
+        legacy_attrs = magics if magics[0] >= 2 else \
+            [buf[p + LEGACY_ATTRIBUTES_OFFSET] for p in positions]
         validator = self._validator
         counter = self._next_offset
         produces = []
@@ -666,9 +670,10 @@ class Log:
         shadow: dict | None = {} if len(groups) > 1 else None
         for group in groups:
             pos = positions[group[0]]
-            has_pid = magics[0] >= 2 and _I64.unpack_from(buf, pos + _V2_PRODUCER_ID)[0] >= 0
+            has_pid = magics[0] >= 2 and INT64.unpack_from(buf, pos + PRODUCER_ID_OFFSET)[0] >= 0
             if has_pid and origin == AppendOrigin.CLIENT:
-                duplicate = self._producers.find_duplicate(buf[pos:pos + _V2_HEADER], shadow)
+                duplicate = self._producers.find_duplicate(
+                    buf[pos:pos + RECORD_BATCH_OVERHEAD], shadow)
                 if duplicate is not None:
                     duplicates.append(duplicate)
                     continue
@@ -681,7 +686,8 @@ class Log:
             updates = None
             if has_pid:
                 data = produce.data
-                batch = producer_batch(data[:_V2_HEADER], lambda d=data: bytes(d), self.dir)
+                batch = producer_batch(data[:RECORD_BATCH_OVERHEAD], lambda d=data: bytes(d),
+                                       self.dir)
                 updates = self._producers.analyze([batch], origin, shadow)[0]
             produces.append((produce, updates))
             counter = produce.last_offset + 1
@@ -762,7 +768,8 @@ class Log:
         try:
             if magics[0] >= 2:
                 for i in range(len(positions)):
-                    self._assign_epoch(view[positions[i]:positions[i] + 61], bases[i])
+                    pos = positions[i]
+                    self._assign_epoch(view[pos:pos + RECORD_BATCH_OVERHEAD], bases[i])
             self._append_set(view[:valid_bytes], first, lasts[-1], max_ts, shallow,
                              valid_bytes, now, roll_offset, updates)
         except OSError as exc:
@@ -1466,9 +1473,9 @@ def _scan_v2(view: memoryview):
             if status != _END:
                 return None
             break
-        if magic != 2 or size < _V2_HEADER or \
-                crc32c.crc32c(view[pos + _V2_ATTRS:pos + size]) != \
-                _U32.unpack_from(view, pos + _V2_CRC)[0]:
+        if magic != 2 or size < RECORD_BATCH_OVERHEAD or \
+                crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) != \
+                UINT32.unpack_from(view, pos + CRC_OFFSET)[0]:
             return None
         positions.append(pos)
         sizes.append(size)

@@ -34,6 +34,7 @@ import os
 from typing import TYPE_CHECKING
 
 from kafkastore import _fileio
+from kafkastore.batch_header import INT32, PARTITION_LEADER_EPOCH_OFFSET
 from kafkastore.checkpoint import TEMP_SUFFIX
 from kafkastore.errors import (
     CorruptIndexError,
@@ -59,7 +60,6 @@ from kafkastore.segment import (
     LogSegment,
     offset_from_file_name,
 )
-from kafkastore.validator import _I32, _V2_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from kafkastore.log import Log
@@ -330,7 +330,8 @@ def _assign_epochs_of(log: Log, seg: LogSegment) -> None:
     epochs = log._epochs
     for header in seg.log.walk(0):
         if header.magic >= 2:
-            epoch = _I32.unpack(seg.log.read(header.position + _V2_LEADER_EPOCH, 4))[0]
+            epoch = INT32.unpack(seg.log.read(header.position + PARTITION_LEADER_EPOCH_OFFSET,
+                                               INT32.size))[0]
             if epoch >= 0:
                 latest = epochs.latest_epoch()
                 if latest is None or epoch > latest:

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from kafkastore.batch_header import RECORD_BATCH_OVERHEAD, read_batch_header
 from kafkastore.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kafkastore.errors import (
     CorruptRecordError,
@@ -57,7 +58,6 @@ from kafkastore.index import OffsetIndexView, TimeIndexView
 from kafkastore.log_dir import InvalidPartitionDirError, parse_partition_dir_name
 from kafkastore.producer_state import PRODUCER_SNAPSHOT_FILE_SUFFIX, parse_snapshot
 from kafkastore.records import (
-    V2_HEADER,
     RecordColumns,
     decode_columns,
     iter_batches,
@@ -91,7 +91,6 @@ __all__ = ["SegmentRef", "ReadOnlyLog", "ReadOnlyLogDir"]
 _LATEST, _EARLIEST, _MAX, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _CHUNK = 8 << 20
 _READ = 1 << 20
-_TRANSACTIONAL_BIT, _CONTROL_BIT = 0x10, 0x20
 
 
 @dataclass(frozen=True)
@@ -332,16 +331,17 @@ class ReadOnlyLog:
             try:
                 for header, raw in self.segment_records(seg).walk_headers(position,
                                                                           end=seg.size):
-                    if header.last_offset < lo or header.magic < 2 or len(raw) < 61:
+                    if header.last_offset < lo or header.magic < 2 or \
+                            len(raw) < RECORD_BATCH_OVERHEAD:
                         continue
                     if header.base_offset >= hi:
                         break
-                    fields = V2_HEADER.unpack_from(raw)
-                    attrs, pid, count = fields[5], fields[9], fields[12]
-                    if pid < 0 or not attrs & _TRANSACTIONAL_BIT:
+                    h = read_batch_header(raw)
+                    pid = h.producer_id
+                    if pid < 0 or not h.is_transactional:
                         continue
-                    if attrs & _CONTROL_BIT:
-                        if count > 0:
+                    if h.is_control:
+                        if h.record_count > 0:
                             open_txns.pop(pid, None)   # a marker ends the transaction
                     elif pid not in open_txns:
                         open_txns[pid] = header.base_offset

@@ -49,6 +49,17 @@ from typing import NamedTuple
 import crc32c
 
 from kafkastore import _fileio
+from kafkastore.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    INT16,
+    INT64,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_MASK,
+    V2_HEADER,
+    increment_sequence,
+)
 from kafkastore.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
@@ -57,7 +68,7 @@ from kafkastore.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from kafkastore.records import V2_HEADER, ControlRecordType, control_marker
+from kafkastore.records import ControlRecordType, control_marker
 
 __all__ = [
     "PRODUCER_SNAPSHOT_FILE_SUFFIX",
@@ -87,10 +98,6 @@ _SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEAD = struct.Struct(">hIi")          # version, crc, count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")    # 46 bytes
 _CRC_FROM = 6                                   # the CRC covers everything after itself
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
-_ATTRIBUTES = 21     # of a v2 batch header
-_PRODUCER_ID = 43
 
 
 class AppendOrigin:
@@ -101,13 +108,6 @@ class AppendOrigin:
     CLIENT = "client"
     COORDINATOR = "coordinator"
     REPLICATION = "replication"
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence`` (sequences wrap at 2**31-1)."""
-    if sequence > _INT_MAX - increment:
-        return increment - (_INT_MAX - sequence) - 1
-    return sequence + increment
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -170,12 +170,14 @@ def producer_batch(header: bytes, read_batch_bytes: Callable[[], bytes],
     """The :class:`ProducerBatch` of the v2 batch whose first 61 bytes are ``header``
     (None when it has no producer id). ``read_batch_bytes()`` gives the whole batch; it
     is called for control batches only (their marker is in the record)."""
+    # (the fields unpacked straight into locals, not read through a BatchHeader: this runs
+    # twice per idempotent append, and the accessor object would nearly double its cost)
     (base, _length, _ple, magic, _crc, attrs, lod, _bts, max_ts, pid, epoch, seq,
      _count) = V2_HEADER.unpack_from(header)
     if magic < 2 or pid < 0:
         return None
     marker = None
-    control = bool(attrs & _CONTROL_BIT)
+    control = bool(attrs & CONTROL_MASK)
     if control:
         try:
             found = control_marker(read_batch_bytes())
@@ -186,7 +188,7 @@ def producer_batch(header: bytes, read_batch_bytes: Callable[[], bytes],
         if found is not None:
             marker = (found[0].type, found[0].coordinator_epoch, found[1])
     return ProducerBatch(pid, epoch, seq, base, base + lod, max_ts,
-                         bool(attrs & _TRANSACTIONAL_BIT), control, marker)
+                         bool(attrs & TRANSACTIONAL_MASK), control, marker)
 
 
 class ProducerStateEntry:
@@ -749,7 +751,7 @@ class ProducerStateManager:
         """The metadata of the batch that the v2 batch whose first 61 bytes are ``header``
         retries, or None (Kafka's ``findDuplicateBatch`` against the producer's last five
         batches, as ``shadow`` (producer id -> entry) or the state leaves them)."""
-        if struct.unpack_from(">h", header, _ATTRIBUTES)[0] & _CONTROL_BIT:
+        if INT16.unpack_from(header, ATTRIBUTES_OFFSET)[0] & CONTROL_MASK:
             return None   # a marker is never a retry (and the validator refuses a client's)
         batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
         return None if batch is None else self.duplicate_of(batch, shadow)
@@ -797,9 +799,9 @@ class ProducerStateManager:
         infos: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
         for pos, size in zip(positions, sizes):
-            if struct.unpack_from(">q", view, pos + _PRODUCER_ID)[0] < 0:
+            if INT64.unpack_from(view, pos + PRODUCER_ID_OFFSET)[0] < 0:
                 continue
-            batch = producer_batch(view[pos:pos + 61],
+            batch = producer_batch(view[pos:pos + RECORD_BATCH_OVERHEAD],
                                    lambda p=pos, n=size: bytes(view[p:p + n]), self.dir)
             info = infos.get(batch.producer_id)
             if info is None:
@@ -846,7 +848,7 @@ def iter_producer_batches(walk: Iterator, read: Callable[[int, int], bytes],
     (``FileRecords.walk_headers``: ``(header, first bytes)`` pairs); ``read(position,
     size)`` reads a control batch whole."""
     for header, raw in walk:
-        if header.magic < 2 or len(raw) < 61:
+        if header.magic < 2 or len(raw) < RECORD_BATCH_OVERHEAD:
             continue
         batch = producer_batch(raw, lambda h=header: read(h.position, h.size), path)
         if batch is not None:

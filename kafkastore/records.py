@@ -43,6 +43,21 @@ from kafkastore import compression as _compression
 from kafkastore._kernels import column_encode as _ce
 from kafkastore._kernels import record_batch as _rb
 from kafkastore._kernels import varint as _varint
+from kafkastore.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CODEC_MASK,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    ENTRY_PREFIX,
+    INT32,
+    INT64,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    UINT32,
+    V2_HEADER,
+)
 from kafkastore.errors import CorruptRecordError
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
 
@@ -75,10 +90,9 @@ __all__ = [
     "NO_TIMESTAMP",
 ]
 
-#: Bytes before every entry: offset (int64) and size (int32).
-LOG_OVERHEAD = 12
-#: Size of a RecordBatch v2 header, the records section starts here.
-RECORD_BATCH_OVERHEAD = 61
+# LOG_OVERHEAD (the 12 bytes before every entry), RECORD_BATCH_OVERHEAD (the v2 header's
+# size: the records start there) and V2_HEADER (its struct) are kafkastore.batch_header's,
+# importable from here as before.
 #: Kafka's "no timestamp" value.
 NO_TIMESTAMP = -1
 #: Default bound on what one compressed payload may inflate to (128 MiB),
@@ -402,18 +416,6 @@ def control_marker(batch) -> tuple[ControlRecord, int] | None:
     return None
 
 
-def header_field(data, positions: np.ndarray, at: int, dtype: str) -> np.ndarray:
-    """One big-endian header field (``dtype`` such as ``">i8"``, at byte ``at`` of the
-    entry) of every entry at ``positions`` of ``data``, as a numpy array: a vectorised
-    read of, say, the producer ids of a chunk's v2 batches. Every position must have
-    ``at`` + the field's width bytes after it (a scanned entry's header does)."""
-    width = np.dtype(dtype).itemsize
-    view = np.frombuffer(data, np.uint8)
-    # (copied: no view of ``data`` outlives the call, so a mapped file can be unmapped)
-    return view[np.asarray(positions, dtype=np.int64)[:, None]
-                + np.arange(at, at + width)].copy().view(dtype).ravel()
-
-
 # -- writing ----------------------------------------------------------------------
 
 
@@ -503,9 +505,9 @@ def encode_batch(
         raise ValueError(f"magic must be 0, 1 or 2, not {magic}")
     attributes = int(codec) | (int(ts_type) << 3)
     if is_transactional:
-        attributes |= 0x10
+        attributes |= TRANSACTIONAL_MASK
     if is_control:
-        attributes |= 0x20
+        attributes |= CONTROL_MASK
     return encode_v2(records, base_offset, attributes, compression_level, timestamp,
                      max_timestamp, producer_id, producer_epoch, base_sequence,
                      partition_leader_epoch, last_offset_delta, offsets, delete_horizon_ms)
@@ -534,7 +536,7 @@ def encode_v2(records, base_offset: int, attributes: int, compression_level: int
     append path of :class:`~kafkastore.log.Log`, where a 100-record batch
     costs about 5 us and keyword handling would add a sixth to it.
     """
-    codec = attributes & 0x07
+    codec = attributes & CODEC_MASK
     # (no call for an uncompressed batch: this is Log.append's path)
     compress = _v2_compressor(codec, compression_level) if codec else None
     return _rb.encode_batch_v2(
@@ -591,11 +593,7 @@ def encode_columns(
     return data
 
 
-#: The 61-byte v2 batch header, from the entry's first byte: baseOffset, batchLength,
-#: partitionLeaderEpoch, magic, crc (unsigned), attributes, lastOffsetDelta,
-#: baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount.
-V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-_V2_CRC_FROM = 21   # the CRC covers attributes .. the end of the batch
+_V2_CRC_FROM = ATTRIBUTES_OFFSET   # the CRC covers attributes .. the end of the batch
 
 
 def assemble_batch_v2(records_section, count: int, *, base_offset: int, last_offset_delta: int,
@@ -612,18 +610,18 @@ def assemble_batch_v2(records_section, count: int, *, base_offset: int, last_off
     flags survive. ``count`` 0 with an empty section gives Kafka's empty batch header
     (``writeEmptyHeader``; give ``base_timestamp`` -1 and an uncompressed codec).
     """
-    codec = attributes & 0x07
+    codec = attributes & CODEC_MASK
     body = records_section if not codec or count == 0 else _compression.compress(
         codec, records_section, compression_level, magic=2)
     if count == 0:
-        attributes &= ~0x07   # an empty batch is never compressed
+        attributes &= ~CODEC_MASK   # an empty batch is never compressed
     size = RECORD_BATCH_OVERHEAD + len(body)
     out = bytearray(size)
     V2_HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
                          attributes, last_offset_delta, base_timestamp, max_timestamp,
                          producer_id, producer_epoch, base_sequence, count)
     out[RECORD_BATCH_OVERHEAD:] = body
-    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[_V2_CRC_FROM:]))
+    UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[_V2_CRC_FROM:]))
     return bytes(out)
 
 
@@ -656,7 +654,7 @@ def encode_control_batch(
 
 # -- legacy writer (magic 0 and 1) ---------------------------------------------------
 
-_ENTRY = struct.Struct(">qi")
+_ENTRY = ENTRY_PREFIX
 
 
 def _legacy_message(magic: int, attributes: int, timestamp: int, key, value) -> bytes:
@@ -664,14 +662,14 @@ def _legacy_message(magic: int, attributes: int, timestamp: int, key, value) -> 
     body = bytearray()
     body += bytes((magic, attributes))
     if magic == 1:
-        body += struct.pack(">q", timestamp)
+        body += INT64.pack(timestamp)
     for part in (key, value):
         if part is None:
             body += b"\xff\xff\xff\xff"
         else:
-            body += struct.pack(">i", len(part))
+            body += INT32.pack(len(part))
             body += part
-    return struct.pack(">I", zlib.crc32(body)) + bytes(body)
+    return UINT32.pack(zlib.crc32(body)) + bytes(body)
 
 
 def _legacy_parts(rec) -> tuple[Any, Any, int | None]:
@@ -725,7 +723,7 @@ def _encode_legacy(records, magic, base_offset, codec, level, ts_type, timestamp
     if len(offs) != len(items) or any(b <= a for a, b in zip(offs, offs[1:])):
         raise ValueError("offsets must be strictly increasing, one per record")
     log_append = magic == 1 and ts_type == TimestampType.LOG_APPEND_TIME
-    ts_bit = 0x08 if log_append else 0
+    ts_bit = TIMESTAMP_TYPE_MASK if log_append else 0
     stamps = [timestamp if ts is None else ts for _, _, ts in items]
     if codec == CompressionType.NONE:
         out = bytearray()

@@ -19,11 +19,12 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkastore import _fileio
+from kafkastore.batch_header import PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, header_field
 from kafkastore.errors import CorruptIndexError, IndexClosedError, KafkaStoreError
 from kafkastore.file_records import FileRecords, LogSlice
 from kafkastore.index import OffsetIndex, TimeIndex
 from kafkastore.producer_state import ProducerStateManager, producer_batch
-from kafkastore.records import header_field, read_batch
+from kafkastore.records import read_batch
 from kafkastore.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = [
@@ -135,9 +136,6 @@ def snapshot_id_from_file_name(name: str) -> tuple[int, int] | None:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-_PRODUCER_ID = 43   # the producer id field of a v2 batch header
 
 
 def segment_file(directory: str, base_offset: int, suffix: str, extra: str = "") -> str:
@@ -685,7 +683,7 @@ class LogSegment:
         if not magic2.any():
             return
         positions = scan.position[magic2] + chunk_pos
-        pids = header_field(buf, positions, _PRODUCER_ID, ">i8")
+        pids = header_field(buf, positions, PRODUCER_ID_OFFSET, ">i8")
         sizes = scan.size[magic2]
         with_pid = np.flatnonzero(pids >= 0)
         if with_pid.size == 0:
@@ -695,7 +693,7 @@ class LogSegment:
         def batches():
             for i in with_pid.tolist():
                 pos, size = int(positions[i]), int(sizes[i])
-                batch = producer_batch(bytes(buf[pos:pos + 61]),
+                batch = producer_batch(bytes(buf[pos:pos + RECORD_BATCH_OVERHEAD]),
                                        lambda p=pos, n=size: bytes(buf[p:p + n]), path)
                 if batch is not None:
                     yield batch

@@ -63,8 +63,18 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkastore import _fileio
+from kafkastore.batch_header import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    CONTROL_MASK,
+    LAST_OFFSET_DELTA_OFFSET,
+    PRODUCER_ID_OFFSET,
+    TRANSACTIONAL_MASK,
+    header_field,
+    read_batch_header,
+)
 from kafkastore.errors import CorruptIndexError
-from kafkastore.records import V2_HEADER, ControlRecordType, control_marker, header_field
+from kafkastore.records import ControlRecordType, control_marker
 
 __all__ = [
     "ABORTED_TXN_SIZE",
@@ -286,11 +296,6 @@ def check_isolation_level(isolation_level: str) -> bool:
                          f"{READ_COMMITTED!r}, not {isolation_level!r}")
     return False
 
-_PRODUCER_ID = 43   # of a v2 batch header
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
-
-
 def _is_abort_marker(batch) -> bool:
     """Kafka's ``containsAbortMarker``: the control batch's first record is an ABORT
     (``batch``: a batch object or its bytes)."""
@@ -368,21 +373,19 @@ class AbortedTransactionFilter:
         if v2.size and self._intervals is not None:
             return _aborted_by_intervals(data, positions[v2], self._intervals)
         if v2.size:
-            pids = header_field(data, positions[v2], _PRODUCER_ID, ">i8")
+            pids = header_field(data, positions[v2], PRODUCER_ID_OFFSET, ">i8")
             for k in np.flatnonzero(pids >= 0).tolist():
                 i = int(v2[k])
                 pos, size = int(positions[i]), int(sizes[i])
-                (base, _l, _e, _m, _c, attrs, lod, _b, _t, pid, _pe, _s, _n) = \
-                    V2_HEADER.unpack_from(data, pos)
-                control = bool(attrs & _CONTROL_BIT)
+                h = read_batch_header(data, pos)
 
                 def marker(p=pos, n=size):
                     return _is_abort_marker(bytes(data[p:p + n]))
 
-                if self._step(pid, base + lod, bool(attrs & _TRANSACTIONAL_BIT), control,
+                if self._step(h.producer_id, h.last_offset, h.is_transactional, h.is_control,
                               marker):
-                    firsts.append(base)
-                    lasts.append(base + lod)
+                    firsts.append(h.base_offset)
+                    lasts.append(h.last_offset)
         return np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
 
 
@@ -391,11 +394,11 @@ def _aborted_by_intervals(data, positions: np.ndarray,
     """:meth:`AbortedTransactionFilter.aborted_ranges` from whole transactions: the
     transactional data batches whose base offset lies in ``[first, marker]`` of one of
     their producer's aborted transactions (``intervals``: rows of first, last, pid)."""
-    base = header_field(data, positions, 0, ">i8")
-    lod = header_field(data, positions, 23, ">i4").astype(np.int64)
-    attrs = header_field(data, positions, 21, ">i2")
-    pid = header_field(data, positions, _PRODUCER_ID, ">i8")
-    candidate = (attrs & (_TRANSACTIONAL_BIT | _CONTROL_BIT)) == _TRANSACTIONAL_BIT
+    base = header_field(data, positions, BASE_OFFSET_OFFSET, ">i8")
+    lod = header_field(data, positions, LAST_OFFSET_DELTA_OFFSET, ">i4").astype(np.int64)
+    attrs = header_field(data, positions, ATTRIBUTES_OFFSET, ">i2")
+    pid = header_field(data, positions, PRODUCER_ID_OFFSET, ">i8")
+    candidate = (attrs & (TRANSACTIONAL_MASK | CONTROL_MASK)) == TRANSACTIONAL_MASK
     candidate &= pid >= 0
     aborted = np.zeros(len(base), dtype=bool)
     if candidate.any():

@@ -33,11 +33,26 @@ pure function of its arguments and may run in any thread.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 import crc32c
 
+from kafkastore.batch_header import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    CODEC_MASK,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    INT16,
+    INT32,
+    INT64,
+    LEGACY_ATTRIBUTES_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    UINT32,
+)
 from kafkastore.config import LogConfig
 from kafkastore.errors import InvalidRecordError, RecordTooLargeError
 from kafkastore.records import (
@@ -50,21 +65,6 @@ from kafkastore.records import (
 
 __all__ = ["LogValidator", "ValidatedProduce", "codec_level", "split_produces", "target_codec"]
 
-_V2_BASE_OFFSET = 0
-_V2_LEADER_EPOCH = 12
-_V2_CRC = 17
-_V2_ATTRS = 21
-_V2_MAX_TS = 35
-_V2_PRODUCER_ID = 43
-_LEGACY_ATTRS = 17
-_CODEC_MASK = 0x07
-_TS_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 _tuple_new = tuple.__new__   # a NamedTuple without its Python __new__ (the append path)
 
 
@@ -110,7 +110,7 @@ def split_produces(magics, attributes, path: str) -> list[range]:
         return [range(i, i + 1) for i in range(n)]
     i = 0
     while i < n:
-        if attributes[i] & _CODEC_MASK:
+        if attributes[i] & CODEC_MASK:
             if start < i:
                 out.append(range(start, i))
             out.append(range(i, i + 1))
@@ -205,7 +205,7 @@ class LogValidator:
                 raise InvalidRecordError(
                     f"Inconsistent batch offset range [0, {batch.last_offset_delta}] and count of "
                     f"records {count} in the append to {path}", position=pos, path=path)
-            if attrs & _CONTROL_BIT:
+            if attrs & CONTROL_MASK:
                 raise InvalidRecordError(f"Clients are not allowed to write control records in "
                                          f"the append to {path}", position=pos, path=path)
             if batch.producer_id >= 0 and batch.base_sequence < 0:
@@ -216,7 +216,7 @@ class LogValidator:
         n, max_ts, _max_index, min_ts, nulls, sequential = batch.record_summary()
         if nulls and self._compacted:
             self._no_key(pos)
-        producer_lat = bool(attrs & _TS_TYPE_BIT)
+        producer_lat = bool(attrs & TIMESTAMP_TYPE_MASK)
         if producer_lat:
             # a LogAppendTime batch: every record's timestamp is the header's
             ts = batch.max_timestamp
@@ -225,28 +225,29 @@ class LogValidator:
                 self._producer_log_append_time(pos)
         if not self._log_append and min_ts is not None:
             self._check_window(min_ts, max_ts, now, batch, pos)
-        source = attrs & _CODEC_MASK
+        source = attrs & CODEC_MASK
         target = source if self._target is None else self._target
-        if attrs & _CONTROL_BIT and source == 0:
+        if attrs & CONTROL_MASK and source == 0:
             target = 0   # Kafka: control records are not compressed unless written so
         last = counter + n - 1
         if source == target and (source == 0 or sequential):
             # in place: offsets, leader epoch and max timestamp in the header
-            _I64.pack_into(buf, pos + _V2_BASE_OFFSET, counter)
+            INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, counter)
             if leader_epoch is not None:
-                _I32.pack_into(buf, pos + _V2_LEADER_EPOCH, leader_epoch)
-            new_attrs = (attrs | _TS_TYPE_BIT) if self._log_append else (attrs & ~_TS_TYPE_BIT)
+                INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+            new_attrs = (attrs | TIMESTAMP_TYPE_MASK) if self._log_append \
+                else (attrs & ~TIMESTAMP_TYPE_MASK)
             new_max = now if self._log_append else max_ts
             if new_attrs != attrs or new_max != batch.max_timestamp:
-                _I16.pack_into(buf, pos + _V2_ATTRS, new_attrs)
-                _I64.pack_into(buf, pos + _V2_MAX_TS, new_max)
-                _U32.pack_into(buf, pos + _V2_CRC,
-                               crc32c.crc32c(memoryview(buf)[pos + _V2_ATTRS:pos + size]))
+                INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, new_attrs)
+                INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, new_max)
+                UINT32.pack_into(buf, pos + CRC_OFFSET,
+                                 crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size]))
             return _tuple_new(ValidatedProduce, (view, counter, last, new_max, last, False))
         records = list(batch)
         return self._rebuild(records, target, counter, now, batch.producer_id,
                              batch.producer_epoch, batch.base_sequence,
-                             bool(attrs & _TRANSACTIONAL_BIT),
+                             bool(attrs & TRANSACTIONAL_MASK),
                              batch.partition_leader_epoch if leader_epoch is None
                              else leader_epoch)
 
@@ -256,7 +257,7 @@ class LogValidator:
         source = 0
         for pos, size in zip(positions, sizes):
             entry = next(iter_batches(memoryview(buf)[pos:pos + size], validate=False))
-            codec = buf[pos + _LEGACY_ATTRS] & _CODEC_MASK
+            codec = buf[pos + LEGACY_ATTRIBUTES_OFFSET] & CODEC_MASK
             if codec:
                 source = codec
                 entry.validate_inner()   # the wrapper's CRC covers the compressed bytes only
@@ -279,15 +280,15 @@ class LogValidator:
         if not self._log_append and ts != -1:
             if ts < now - self._before or ts > now + self._after:
                 self._out_of_window(ts, record.offset, now, pos)
-        elif entry.magic == 1 and entry.attributes & _TS_TYPE_BIT:
+        elif entry.magic == 1 and entry.attributes & TIMESTAMP_TYPE_MASK:
             self._producer_log_append_time(pos)
 
     def _rebuild(self, records, codec, counter, now, producer_id, producer_epoch,
                  base_sequence, transactional, leader_epoch) -> ValidatedProduce:
         """Kafka's ``buildRecordsAndAssignOffsets``: one v2 batch of ``records`` with the
         target codec, offsets from ``counter``."""
-        attributes = int(codec) | (_TS_TYPE_BIT if self._log_append else 0) \
-            | (_TRANSACTIONAL_BIT if transactional else 0)
+        attributes = int(codec) | (TIMESTAMP_TYPE_MASK if self._log_append else 0) \
+            | (TRANSACTIONAL_MASK if transactional else 0)
         if self._log_append:
             rows = [(r.key, r.value, now, r.headers) for r in records]
         else:
@@ -295,7 +296,7 @@ class LogValidator:
         data = encode_v2(rows, counter, attributes, codec_level(self.config, codec),
                          now, now if self._log_append else None, producer_id, producer_epoch,
                          base_sequence, leader_epoch)
-        max_ts = _I64.unpack_from(data, _V2_MAX_TS)[0]
+        max_ts = INT64.unpack_from(data, MAX_TIMESTAMP_OFFSET)[0]
         last = counter + len(records) - 1
         return ValidatedProduce(data, counter, last, max_ts, last, True)
 

@@ -16,13 +16,13 @@ import socket
 import threading
 
 import pytest
+from _vectors import VECTORS
 
 from kafkastore import _fileio
+from kafkastore.batch_header import EntryHeader
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
-from kafkastore.file_records import MAX_SEGMENT_SIZE, BatchHeader, FileRecords, LogSlice
+from kafkastore.file_records import MAX_SEGMENT_SIZE, FileRecords, LogSlice
 from kafkastore.records import encode_batch, iter_batches
-
-from _vectors import VECTORS
 
 VALUES = (b"abcd", b"efgh", b"ijkl")  # FileRecordsTest's three values, one batch each
 INT_MAX = (1 << 31) - 1
@@ -351,7 +351,7 @@ def test_search_for_offset_with_size(file_records, entries):
     assert found(3) == (50, pos4, sizes[3])
     assert found(50, pos4) == (50, pos4, sizes[3])
     assert file_records.search_for_offset_with_size(51) is None
-    assert isinstance(file_records.search_for_offset_with_size(0), BatchHeader)
+    assert isinstance(file_records.search_for_offset_with_size(0), EntryHeader)
 
 
 def _mixed_file(path):

@@ -83,6 +83,13 @@ import struct
 import crc32c
 import numpy as np
 
+from kafkastore._pure.consts import (
+    ATTRIBUTES_OFFSET,
+    CODEC_MASK,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+)
 from kafkastore._pure.record_batch import _uvarint, _zz32, _zz64
 from kafkastore.errors import RecordTooLargeError
 
@@ -91,17 +98,14 @@ __all__ = ["encode_columns"]
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-LOG_OVERHEAD = 12
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-RECORD_BATCH_OVERHEAD = 61
-CODEC_MASK = 0x07
 ATTRIBUTE_BITS = 0x3F          # codec, timestamp type, transactional, control
 
 #: The 61-byte v2 header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc,
 #: attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
 #: baseSequence, recordsCount.
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+assert _HEADER.size == RECORD_BATCH_OVERHEAD and struct.calcsize(">qiib") == CRC_OFFSET
 _HEADERS_FORM = ("headers must be None or a 6-tuple (header_offsets, key_offsets, key_data, "
                  "value_offsets, value_data, value_valid)")
 
@@ -424,6 +428,6 @@ def encode_columns(rows, keys, values, *, timestamps=None, default_timestamp,
         entry += body
         with memoryview(entry) as view:
             crc = crc32c.crc32c(view[ATTRIBUTES_OFFSET:])
-        struct.pack_into(">I", entry, CRC_OFFSET, crc)
+        _CRC.pack_into(entry, CRC_OFFSET, crc)
         out += entry
     return bytes(out)

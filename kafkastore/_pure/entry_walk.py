@@ -24,6 +24,16 @@ from __future__ import annotations
 
 import struct
 
+from kafkastore._pure.consts import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    MIN_ENTRY_SIZE,
+)
+
 __all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry"]
 
 #: ``find_entry`` statuses.
@@ -32,11 +42,8 @@ NEED_MORE = 1   # the next header is not wholly in the window: read from ``posit
 END = 2         # the file ends (fewer than 17 bytes, or an entry running past it)
 CORRUPT = 3     # a size field below 14 at ``position`` (``size`` holds it)
 
-_LOG_OVERHEAD = 12
-_HEADER_SIZE_UP_TO_MAGIC = 17
-_MIN_ENTRY_SIZE = 14
-_V2_HEADER = 43
-_V1_HEADER = 26
+_V2_HEADER = MAX_TIMESTAMP_OFFSET + 8      # a v2 header up to the end of maxTimestamp
+_V1_HEADER = LEGACY_TIMESTAMP_OFFSET + 8   # a v1 message header up to its key length
 _PREFIX = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
 _TS = struct.Struct(">q")
@@ -52,13 +59,14 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
     ``>= target_offset``.
 
     ``position`` may lie past the buffer's end (the entry before it did not
-    fit): the answer is then ``NEED_MORE`` or ``END``. ``limit`` is the file's logical end relative to the buffer's start (it may
-    exceed ``len(buffer)``). Returns a 7-tuple ``(status, position, size, magic,
-    offset, last_offset, max_timestamp)``; ``position`` is relative to the
-    buffer. For ``FOUND`` the others describe the entry (``size`` includes the
-    12-byte prefix; ``offset`` is the offset field, a legacy wrapper's last
-    inner offset; a v2 batch's ``last_offset`` is ``offset + lastOffsetDelta``
-    wrapped to int64 as Java computes it; ``max_timestamp`` is -1 for magic 0 and for entries too short
+    fit): the answer is then ``NEED_MORE`` or ``END``. ``limit`` is the file's
+    logical end relative to the buffer's start (it may exceed ``len(buffer)``).
+    Returns a 7-tuple ``(status, position, size, magic, offset, last_offset,
+    max_timestamp)``; ``position`` is relative to the buffer. For ``FOUND`` the
+    others describe the entry (``size`` includes the 12-byte prefix; ``offset``
+    is the offset field, a legacy wrapper's last inner offset; a v2 batch's
+    ``last_offset`` is ``offset + lastOffsetDelta`` wrapped to int64 as Java
+    computes it; ``max_timestamp`` is -1 for magic 0 and for entries too short
     to hold it). For ``NEED_MORE`` and ``END`` only ``position`` means anything;
     for ``CORRUPT``, ``size`` is the raw size field and ``offset`` the offset.
     """
@@ -68,23 +76,24 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
         raise ValueError(f"negative position {position}")
     pos = position
     while True:
-        if pos >= limit - _HEADER_SIZE_UP_TO_MAGIC:
+        if pos >= limit - HEADER_SIZE_UP_TO_MAGIC:
             return END, pos, 0, 0, 0, 0, 0
-        if pos + _HEADER_SIZE_UP_TO_MAGIC > have:
+        if pos + HEADER_SIZE_UP_TO_MAGIC > have:
             return NEED_MORE, pos, 0, 0, 0, 0, 0
         offset, size = _PREFIX.unpack_from(view, pos)
-        if size < _MIN_ENTRY_SIZE:
+        if size < MIN_ENTRY_SIZE:
             return CORRUPT, pos, size, 0, offset, 0, 0
-        if pos > limit - _LOG_OVERHEAD - size:
+        if pos > limit - LOG_OVERHEAD - size:
             return END, pos, 0, 0, 0, 0, 0
-        entry = size + _LOG_OVERHEAD
-        magic = view[pos + 16]
+        entry = size + LOG_OVERHEAD
+        magic = view[pos + MAGIC_OFFSET]
         if magic >= 2:
             if entry >= _V2_HEADER:
                 if pos + _V2_HEADER > have:
                     return NEED_MORE, pos, 0, 0, 0, 0, 0
-                last = _wrap64(offset + _LAST_DELTA.unpack_from(view, pos + 23)[0])
-                max_ts = _TS.unpack_from(view, pos + 35)[0]
+                delta = _LAST_DELTA.unpack_from(view, pos + LAST_OFFSET_DELTA_OFFSET)[0]
+                last = _wrap64(offset + delta)
+                max_ts = _TS.unpack_from(view, pos + MAX_TIMESTAMP_OFFSET)[0]
             else:  # an entry too short for a v2 header: report what is there
                 last, max_ts = offset, -1
         else:
@@ -92,7 +101,7 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
             if magic == 1 and entry >= _V1_HEADER:
                 if pos + _V1_HEADER > have:
                     return NEED_MORE, pos, 0, 0, 0, 0, 0
-                max_ts = _TS.unpack_from(view, pos + 18)[0]
+                max_ts = _TS.unpack_from(view, pos + LEGACY_TIMESTAMP_OFFSET)[0]
             else:
                 max_ts = -1
         if last >= target_offset:

@@ -46,6 +46,12 @@ from __future__ import annotations
 import mmap
 import struct
 
+from kafkastore._pure.consts import (
+    INDEX_WARM_SECTION_BYTES,
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+)
+
 __all__ = [
     "OFFSET_INDEX",
     "TIME_INDEX",
@@ -70,9 +76,9 @@ TIME_INDEX = 1
 KEY = 0
 VALUE = 1
 
-OFFSET_ENTRY_SIZE = 8  # relativeOffset int32 + position int32
-TIME_ENTRY_SIZE = 12  # timestamp int64 + relativeOffset int32
-WARM_SECTION_BYTES = 8192  # at most 3 pages of 4 KiB, whatever the alignment
+OFFSET_ENTRY_SIZE = OFFSET_INDEX_ENTRY_SIZE  # relativeOffset int32 + position int32
+TIME_ENTRY_SIZE = TIME_INDEX_ENTRY_SIZE  # timestamp int64 + relativeOffset int32
+WARM_SECTION_BYTES = INDEX_WARM_SECTION_BYTES  # at most 3 pages of 4 KiB, whatever the alignment
 
 _I32 = struct.Struct(">i").unpack_from
 _I64 = struct.Struct(">q").unpack_from
