@@ -418,3 +418,34 @@ def test_an_arrow_batch_past_2_gib_of_values_is_a_clear_error():
     offsets = np.array([0, 1 << 31], dtype=np.int64)
     with pytest.raises(KafkaStoreError, match="lower the arrowBatchRows option"):
         _binary(None, None, offsets, np.zeros(0, np.uint8), None, 0, 1)
+
+
+
+@pytest.mark.parametrize("magic", [2, 1, 0])
+def test_a_slice_start_is_trusted_only_where_the_planned_batch_still_is(tmp_path, magic):
+    """``_verified_start`` reads the header at a slice's planned position: the batch the
+    index promised there (v2, or a legacy wrapper whose offset field is its last offset)
+    is skipped when it ends before the slice and read when it does not; any other batch
+    there (the cleaner replaced the file) sends the read back to byte 0."""
+    from kafkastore.records import encode_batch
+    from kafkastore.spark.planner import SegmentSlice
+    from kafkastore.spark.reader import _UNKNOWN, _verified_start
+    from kafkastore.storage import LocalStorage
+
+    codec = "none" if magic == 2 else "gzip"
+    filler = encode_batch([(b"k", b"a")] * 2, base_offset=0, magic=magic, compression=codec)
+    promised = encode_batch([(b"k", b"b")] * 3, base_offset=2, magic=magic, compression=codec)
+    after = encode_batch([(b"k", b"c")] * 2, base_offset=5, magic=magic, compression=codec)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(filler + promised + after)
+    at = len(filler)
+    reader = LocalStorage().open(str(path))
+    try:
+        def start(expect_last, lo):
+            return _verified_start(reader, SegmentSlice(str(path), 0, at, expect_last, lo, 7))
+
+        assert start(4, 5) == (at + len(promised), 4)   # ends before the slice: skipped
+        assert start(4, 3) == (at, _UNKNOWN)            # holds the slice's first offset
+        assert start(9, 5) == (0, _UNKNOWN)             # not the promised batch
+    finally:
+        reader.close()

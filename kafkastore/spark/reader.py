@@ -16,14 +16,21 @@ over those buffers.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from kafkastore.batch_header import (
+    ENTRY_PREFIX,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    read_batch_header,
+)
 from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
 from kafkastore.file_records import read_chunks
-from kafkastore.records import V2_HEADER, decode_columns
+from kafkastore.records import decode_columns
 from kafkastore.spark.planner import SegmentSlice, Split
 from kafkastore.txn_index import AbortedTransactionFilter, keep_mask
 
@@ -45,8 +52,6 @@ HEADERS_FIELD = ("headers", "array<struct<key:string,value:binary>>")
 _CHUNK = 8 << 20
 _UNKNOWN = -(1 << 62)   # "the entry before is unknown": its successor may start anywhere
 _HEADERS = ({}, {"headers": True})
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
 _MS_LIMIT = (1 << 63) // 1000
 
 
@@ -142,16 +147,16 @@ def _verified_start(reader, sl: SegmentSlice) -> tuple[int, int]:
     """
     if sl.position == 0 or sl.expect_last < 0:
         return sl.position, _UNKNOWN
-    head = reader.read(sl.position, V2_HEADER.size) if sl.position < reader.size else b""
-    if len(head) >= 17:
-        if head[16] >= 2 and len(head) == V2_HEADER.size:
-            fields = V2_HEADER.unpack(head)
-            last = fields[0] + fields[6]    # baseOffset + lastOffsetDelta
-        else:
-            last = _I64.unpack_from(head, 0)[0]   # a legacy entry's offset field
+    head = reader.read(sl.position, RECORD_BATCH_OVERHEAD) if sl.position < reader.size else b""
+    if len(head) >= HEADER_SIZE_UP_TO_MAGIC:
+        if head[MAGIC_OFFSET] >= 2 and len(head) == RECORD_BATCH_OVERHEAD:
+            h = read_batch_header(head)
+            last, size = h.last_offset, h.size
+        else:   # a legacy entry's offset field is its last offset
+            last, length = ENTRY_PREFIX.unpack_from(head)
+            size = LOG_OVERHEAD + length
         if last == sl.expect_last:
-            size = 12 + _I32.unpack_from(head, 8)[0]   # offset, length: every magic
-            if last < sl.lo and size > 12 and sl.position + size <= reader.size:
+            if last < sl.lo and size > LOG_OVERHEAD and sl.position + size <= reader.size:
                 return sl.position + size, last
             return sl.position, _UNKNOWN
     return 0, _UNKNOWN
