@@ -22,7 +22,15 @@ corrupt. Nothing past ``len(buffer)`` is read, whatever the bytes hold.
 
 from __future__ import annotations
 
-import struct
+from kafkastore._pure.reader import (
+    ENTRY_PREFIX,
+    HEADER_SIZE_UP_TO_MAGIC,
+    INT32,
+    INT64,
+    LOG_OVERHEAD,
+    MIN_ENTRY_SIZE,
+    wrap64,
+)
 
 __all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry"]
 
@@ -32,19 +40,8 @@ NEED_MORE = 1   # the next header is not wholly in the window: read from ``posit
 END = 2         # the file ends (fewer than 17 bytes, or an entry running past it)
 CORRUPT = 3     # a size field below 14 at ``position`` (``size`` holds it)
 
-_LOG_OVERHEAD = 12
-_HEADER_SIZE_UP_TO_MAGIC = 17
-_MIN_ENTRY_SIZE = 14
 _V2_HEADER = 43
 _V1_HEADER = 26
-_PREFIX = struct.Struct(">qi")
-_LAST_DELTA = struct.Struct(">i")
-_TS = struct.Struct(">q")
-
-
-def _wrap64(n: int) -> int:
-    """Two's-complement int64 wrap, as the compiled kernel's arithmetic (and Java's)."""
-    return ((n + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
 
 
 def find_entry(buffer, position: int, limit: int, target_offset: int):
@@ -52,14 +49,15 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
     ``>= target_offset``.
 
     ``position`` may lie past the buffer's end (the entry before it did not
-    fit): the answer is then ``NEED_MORE`` or ``END``. ``limit`` is the file's logical end relative to the buffer's start (it may
-    exceed ``len(buffer)``). Returns a 7-tuple ``(status, position, size, magic,
-    offset, last_offset, max_timestamp)``; ``position`` is relative to the
-    buffer. For ``FOUND`` the others describe the entry (``size`` includes the
-    12-byte prefix; ``offset`` is the offset field, a legacy wrapper's last
-    inner offset; a v2 batch's ``last_offset`` is ``offset + lastOffsetDelta``
-    wrapped to int64 as Java computes it; ``max_timestamp`` is -1 for magic 0 and for entries too short
-    to hold it). For ``NEED_MORE`` and ``END`` only ``position`` means anything;
+    fit): the answer is then ``NEED_MORE`` or ``END``. ``limit`` is the file's
+    logical end relative to the buffer's start (it may exceed ``len(buffer)``).
+    Returns a 7-tuple ``(status, position, size, magic, offset, last_offset,
+    max_timestamp)``; ``position`` is relative to the buffer. For ``FOUND`` the
+    others describe the entry (``size`` includes the 12-byte prefix;
+    ``offset`` is the offset field, a legacy wrapper's last inner offset; a v2
+    batch's ``last_offset`` is ``offset + lastOffsetDelta`` wrapped to int64 as
+    Java computes it; ``max_timestamp`` is -1 for magic 0 and for entries too
+    short to hold it). For ``NEED_MORE`` and ``END`` only ``position`` means anything;
     for ``CORRUPT``, ``size`` is the raw size field and ``offset`` the offset.
     """
     view = memoryview(buffer).cast("B") if not isinstance(buffer, (bytes, bytearray)) else buffer
@@ -68,23 +66,23 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
         raise ValueError(f"negative position {position}")
     pos = position
     while True:
-        if pos >= limit - _HEADER_SIZE_UP_TO_MAGIC:
+        if pos >= limit - HEADER_SIZE_UP_TO_MAGIC:
             return END, pos, 0, 0, 0, 0, 0
-        if pos + _HEADER_SIZE_UP_TO_MAGIC > have:
+        if pos + HEADER_SIZE_UP_TO_MAGIC > have:
             return NEED_MORE, pos, 0, 0, 0, 0, 0
-        offset, size = _PREFIX.unpack_from(view, pos)
-        if size < _MIN_ENTRY_SIZE:
+        offset, size = ENTRY_PREFIX.unpack_from(view, pos)
+        if size < MIN_ENTRY_SIZE:
             return CORRUPT, pos, size, 0, offset, 0, 0
-        if pos > limit - _LOG_OVERHEAD - size:
+        if pos > limit - LOG_OVERHEAD - size:
             return END, pos, 0, 0, 0, 0, 0
-        entry = size + _LOG_OVERHEAD
+        entry = size + LOG_OVERHEAD
         magic = view[pos + 16]
         if magic >= 2:
             if entry >= _V2_HEADER:
                 if pos + _V2_HEADER > have:
                     return NEED_MORE, pos, 0, 0, 0, 0, 0
-                last = _wrap64(offset + _LAST_DELTA.unpack_from(view, pos + 23)[0])
-                max_ts = _TS.unpack_from(view, pos + 35)[0]
+                last = wrap64(offset + INT32.unpack_from(view, pos + 23)[0])
+                max_ts = INT64.unpack_from(view, pos + 35)[0]
             else:  # an entry too short for a v2 header: report what is there
                 last, max_ts = offset, -1
         else:
@@ -92,7 +90,7 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
             if magic == 1 and entry >= _V1_HEADER:
                 if pos + _V1_HEADER > have:
                     return NEED_MORE, pos, 0, 0, 0, 0, 0
-                max_ts = _TS.unpack_from(view, pos + 18)[0]
+                max_ts = INT64.unpack_from(view, pos + 18)[0]
             else:
                 max_ts = -1
         if last >= target_offset:

@@ -46,6 +46,8 @@ from __future__ import annotations
 import mmap
 import struct
 
+from kafkastore._pure.reader import INT32, INT64
+
 __all__ = [
     "OFFSET_INDEX",
     "TIME_INDEX",
@@ -74,8 +76,8 @@ OFFSET_ENTRY_SIZE = 8  # relativeOffset int32 + position int32
 TIME_ENTRY_SIZE = 12  # timestamp int64 + relativeOffset int32
 WARM_SECTION_BYTES = 8192  # at most 3 pages of 4 KiB, whatever the alignment
 
-_I32 = struct.Struct(">i").unpack_from
-_I64 = struct.Struct(">q").unpack_from
+_I32 = INT32.unpack_from
+_I64 = INT64.unpack_from
 _ENTRY = {
     OFFSET_INDEX: struct.Struct(">ii").unpack_from,
     TIME_INDEX: struct.Struct(">qi").unpack_from,
