@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 
-from _helpers import PURE_MODE, framed, len_bytes, rec, varint, varlong
+from _helpers import PURE_MODE, framed, len_bytes, rec, v2_batch, varint, varlong
 from kafkastore.errors import CorruptRecordError, OffsetMapFullError
 from kafkastore.records import encode_batch, iter_batches
 from strategies import I64_MAX, int64s, record_specs, scaled
@@ -706,12 +706,6 @@ def test_hostile_input_backends_agree(both):
 
 
 @pytest.mark.parametrize("body, message", [
-    (b"\x00" + varlong(0) + varint(0) + varint(-2) + len_bytes(b"v") + varint(0),
-     "Invalid key length -2"),
-    (b"\x00" + varlong(0) + varint(0) + len_bytes(b"k") + varint(-7) + varint(0),
-     "Invalid value length -7"),
-    (b"\x00" + varlong(0) + varint(0) + len_bytes(b"k") + len_bytes(b"v") + varint(1)
-     + varint(1) + b"h" + varint(-3), "Invalid header value length -3"),
     (b"\x00" + varlong(0) + varint(0) + len_bytes(b"k") + len_bytes(b"v") + varint(1)
      + varint(-1) + varint(-1), "Invalid negative header key size"),
     (b"\x00" + varlong(0) + varint(0) + len_bytes(b"k") + len_bytes(b"v") + varint(-1),
@@ -736,6 +730,28 @@ def test_malformed_records_are_corrupt(impl, body, message):
     assert m.size == 0 and m.lookups == 0  # validated before any put or lookup
 
 
+def test_negative_lengths_are_null_as_in_the_reader(impl):
+    # Kafka's DefaultRecord.readFrom: any negative key, value or header value length is
+    # null. The cleaner parses records with the reader's parser, so a key length of -2 is
+    # a keyless record to it (not a corrupt one) and a value length of -7 a tombstone.
+    section = (
+        framed(b"\x00" + varlong(0) + varint(0) + varint(-2) + len_bytes(b"v") + varint(0))
+        + framed(b"\x00" + varlong(0) + varint(1) + len_bytes(b"k") + varint(-7) + varint(0))
+        + framed(b"\x00" + varlong(0) + varint(2) + len_bytes(b"j") + len_bytes(b"v")
+                 + varint(1) + varint(1) + b"h" + varint(-3)))
+    read = [(r.key, r.value, r.headers)
+            for batch in iter_batches(v2_batch(section, count=3, last_offset_delta=2))
+            for r in batch]
+    assert read == [(None, b"v", ()), (b"k", None, ()), (b"j", b"v", (("h", None),))]
+    m = impl.offset_map.SkimpyOffsetMap(240, hash_key=KEY)
+    assert m.put_keys(section, 3, 0, 0, 100) == (3, False)
+    assert (m.size, m.get(b"k"), m.get(b"j")) == (2, 1, 2)
+    assert tuple(m.retained_mask(section, 3, 0, 2, False)) == (b"\x00\x00\x01", 1, 0, 1)
+    assert tuple(m.retained_mask(section, 3, 0, 2, True)) == (b"\x00\x01\x01", 2, 1, 1)
+    kept = impl.offset_map.select_records(section, 3, b"\x01\x01\x01", 0, None, -1)
+    assert tuple(kept) == (section, 0, 0)
+
+
 @pytest.mark.parametrize("data, count, position, message", [
     (rec() + rec(), 3, 0, "Found invalid record count 3"),
     (rec(key=b"x" * 12), 2, len(rec(key=b"x" * 12)), "premature EOF"),
@@ -743,8 +759,10 @@ def test_malformed_records_are_corrupt(impl, body, message):
     (rec() + rec(), 1, len(rec()), "records still remaining"),
     (rec() + rec(), 0, 0, "records still remaining"),
     (b"\x00" * 7, 1, 0, "empty record"),
-    (varint(100) + b"\x00" * 10, 1, 0, "Invalid record size: declared length 100"),
-    (varint(-3) + b"\x00" * 10, 1, 0, "Invalid record size: declared length -3"),
+    (varint(100) + b"\x00" * 10, 1, 0,
+     "Invalid record size: expected 100 bytes in record payload, but the buffer has only 10 "
+     "remaining bytes"),
+    (varint(-3) + b"\x00" * 10, 1, 0, "Invalid record size: expected -3 bytes in record payload"),
 ])
 def test_section_level_errors(impl, data, count, position, message):
     m = impl.offset_map.SkimpyOffsetMap(240, hash_key=KEY)

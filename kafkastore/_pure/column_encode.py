@@ -83,29 +83,27 @@ import struct
 import crc32c
 import numpy as np
 
-from kafkastore._pure.consts import (
+from kafkastore._pure.reader import (
     ATTRIBUTES_OFFSET,
     CODEC_MASK,
     CRC_OFFSET,
+    HEADER,
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
 )
-from kafkastore._pure.record_batch import _uvarint, _zz32, _zz64
+from kafkastore._pure.varint import uvarint_size, write_uvarint, zz32, zz64
 from kafkastore.errors import RecordTooLargeError
 
 __all__ = ["encode_columns"]
 
-INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 ATTRIBUTE_BITS = 0x3F          # codec, timestamp type, transactional, control
 
-#: The 61-byte v2 header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc,
-#: attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
-#: baseSequence, recordsCount.
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
-assert _HEADER.size == RECORD_BATCH_OVERHEAD and struct.calcsize(">qiib") == CRC_OFFSET
 _HEADERS_FORM = ("headers must be None or a 6-tuple (header_offsets, key_offsets, key_data, "
                  "value_offsets, value_data, value_valid)")
 
@@ -192,10 +190,6 @@ def _binary(col, what: str, n: int | None):
 # -- records -------------------------------------------------------------------------------
 
 
-def _uvarint_size(zz: int) -> int:
-    return max(1, (zz.bit_length() + 6) // 7)
-
-
 #: Column names in errors, as the arguments' (``values offsets``), and what one entry is.
 _COLUMNS = {"keys": "key", "values": "value", "header key": "header key",
             "header value": "header value"}
@@ -218,7 +212,7 @@ def _span(offsets: list, i: int, size: int, col: str, where: str) -> tuple[int, 
 
 def _field_size(length: int) -> int:
     """A varint length and the bytes; null (-1) is the single byte 0x01."""
-    return 1 if length < 0 else _uvarint_size(_zz32(length)) + length
+    return 1 if length < 0 else uvarint_size(zz32(length)) + length
 
 
 def _too_large(row: int) -> RecordTooLargeError:
@@ -253,7 +247,7 @@ def _measure(row: int, keys, values, headers) -> tuple[int, list]:
                 f"header offsets of row {row} span [{h0}, {h1}), outside the {H} header entries")
         if h1 - h0 > INT32_MAX:
             raise ValueError(f"row {row} has {h1 - h0} headers, more than an int32 count allows")
-        payload += _uvarint_size(_zz32(h1 - h0))
+        payload += uvarint_size(zz32(h1 - h0))
         for j in range(h0, h1):
             where = f"header {j} of row {row}"
             hk = _span(hkoffs, j, len(hkdata), "header key", where)
@@ -292,14 +286,14 @@ def _plan(order, stamps, default_ts: int, keys, values, headers, max_records: in
         if not INT64_MIN <= delta <= INT64_MAX:
             raise ValueError(f"timestamp {ts} of row {row} is too far from the base timestamp "
                              f"{cur[3]}")
-        size = 1 + _uvarint_size(_zz64(delta)) + _uvarint_size(_zz32(cur[1])) + payload
-        whole = _uvarint_size(_zz64(size)) + size
+        size = 1 + uvarint_size(zz64(delta)) + uvarint_size(zz32(cur[1])) + payload
+        whole = uvarint_size(zz64(size)) + size
         if cur[1] and (size > INT32_MAX or cur[2] + whole > max_bytes):
             # close the batch; the record opens the next one with both deltas 0
             cur = [p, 0, 0, ts, ts]
             batches.append(cur)
             size = 3 + payload
-            whole = _uvarint_size(_zz64(size)) + size
+            whole = uvarint_size(zz64(size)) + size
         if size > INT32_MAX:
             raise _too_large(row)
         cur[1] += 1
@@ -318,24 +312,24 @@ def _records_section(batch, order, stamps, default_ts, parts, keys, values, head
         ts = default_ts if stamps is None else stamps[row]
         key, value, entries = parts[p]
         rec = bytearray(b"\x00")
-        rec += _uvarint(_zz64(ts - base_ts))
-        rec += _uvarint(_zz32(k))
+        rec += write_uvarint(zz64(ts - base_ts))
+        rec += write_uvarint(zz32(k))
         for span, col in ((key, keys), (value, values)):
             if span is None:
                 rec += b"\x01"
             else:
-                rec += _uvarint(_zz32(span[1] - span[0]))
+                rec += write_uvarint(zz32(span[1] - span[0]))
                 rec += col[1][span[0]:span[1]]
-        rec += _uvarint(_zz32(len(entries)))
+        rec += write_uvarint(zz32(len(entries)))
         for hk, hv in entries:
-            rec += _uvarint(_zz32(hk[1] - hk[0]))
+            rec += write_uvarint(zz32(hk[1] - hk[0]))
             rec += headers[3][hk[0]:hk[1]]
             if hv is None:
                 rec += b"\x01"
             else:
-                rec += _uvarint(_zz32(hv[1] - hv[0]))
+                rec += write_uvarint(zz32(hv[1] - hv[0]))
                 rec += headers[5][hv[0]:hv[1]]
-        out += _uvarint(_zz32(len(rec)))
+        out += write_uvarint(zz32(len(rec)))
         out += rec
     assert len(out) == body, (len(out), body)
     return bytes(out)
@@ -423,11 +417,11 @@ def encode_columns(rows, keys, values, *, timestamps=None, default_timestamp,
             raise RecordTooLargeError(f"batch of {total} bytes does not fit Kafka's int32 size",
                                       limit=INT32_MAX + LOG_OVERHEAD)
         bseq = -1 if seq == -1 else (seq + start) % (1 << 31)
-        entry = bytearray(_HEADER.pack(first + start, total - LOG_OVERHEAD, epoch, 2, 0, attrs,
+        entry = bytearray(HEADER.pack(first + start, total - LOG_OVERHEAD, epoch, 2, 0, attrs,
                                        count - 1, base_ts, max_ts, pid, pepoch, bseq, count))
         entry += body
         with memoryview(entry) as view:
             crc = crc32c.crc32c(view[ATTRIBUTES_OFFSET:])
-        _CRC.pack_into(entry, CRC_OFFSET, crc)
+        struct.pack_into(">I", entry, CRC_OFFSET, crc)
         out += entry
     return bytes(out)

@@ -22,16 +22,18 @@ corrupt. Nothing past ``len(buffer)`` is read, whatever the bytes hold.
 
 from __future__ import annotations
 
-import struct
-
-from kafkastore._pure.consts import (
+from kafkastore._pure.reader import (
+    ENTRY_PREFIX,
     HEADER_SIZE_UP_TO_MAGIC,
+    INT32,
+    INT64,
     LAST_OFFSET_DELTA_OFFSET,
     LEGACY_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     MIN_ENTRY_SIZE,
+    wrap64,
 )
 
 __all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry"]
@@ -44,14 +46,6 @@ CORRUPT = 3     # a size field below 14 at ``position`` (``size`` holds it)
 
 _V2_HEADER = MAX_TIMESTAMP_OFFSET + 8      # a v2 header up to the end of maxTimestamp
 _V1_HEADER = LEGACY_TIMESTAMP_OFFSET + 8   # a v1 message header up to its key length
-_PREFIX = struct.Struct(">qi")
-_LAST_DELTA = struct.Struct(">i")
-_TS = struct.Struct(">q")
-
-
-def _wrap64(n: int) -> int:
-    """Two's-complement int64 wrap, as the compiled kernel's arithmetic (and Java's)."""
-    return ((n + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
 
 
 def find_entry(buffer, position: int, limit: int, target_offset: int):
@@ -63,11 +57,11 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
     logical end relative to the buffer's start (it may exceed ``len(buffer)``).
     Returns a 7-tuple ``(status, position, size, magic, offset, last_offset,
     max_timestamp)``; ``position`` is relative to the buffer. For ``FOUND`` the
-    others describe the entry (``size`` includes the 12-byte prefix; ``offset``
-    is the offset field, a legacy wrapper's last inner offset; a v2 batch's
-    ``last_offset`` is ``offset + lastOffsetDelta`` wrapped to int64 as Java
-    computes it; ``max_timestamp`` is -1 for magic 0 and for entries too short
-    to hold it). For ``NEED_MORE`` and ``END`` only ``position`` means anything;
+    others describe the entry (``size`` includes the 12-byte prefix;
+    ``offset`` is the offset field, a legacy wrapper's last inner offset; a v2
+    batch's ``last_offset`` is ``offset + lastOffsetDelta`` wrapped to int64 as
+    Java computes it; ``max_timestamp`` is -1 for magic 0 and for entries too
+    short to hold it). For ``NEED_MORE`` and ``END`` only ``position`` means anything;
     for ``CORRUPT``, ``size`` is the raw size field and ``offset`` the offset.
     """
     view = memoryview(buffer).cast("B") if not isinstance(buffer, (bytes, bytearray)) else buffer
@@ -80,7 +74,7 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
             return END, pos, 0, 0, 0, 0, 0
         if pos + HEADER_SIZE_UP_TO_MAGIC > have:
             return NEED_MORE, pos, 0, 0, 0, 0, 0
-        offset, size = _PREFIX.unpack_from(view, pos)
+        offset, size = ENTRY_PREFIX.unpack_from(view, pos)
         if size < MIN_ENTRY_SIZE:
             return CORRUPT, pos, size, 0, offset, 0, 0
         if pos > limit - LOG_OVERHEAD - size:
@@ -91,9 +85,8 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
             if entry >= _V2_HEADER:
                 if pos + _V2_HEADER > have:
                     return NEED_MORE, pos, 0, 0, 0, 0, 0
-                delta = _LAST_DELTA.unpack_from(view, pos + LAST_OFFSET_DELTA_OFFSET)[0]
-                last = _wrap64(offset + delta)
-                max_ts = _TS.unpack_from(view, pos + MAX_TIMESTAMP_OFFSET)[0]
+                last = wrap64(offset + INT32.unpack_from(view, pos + LAST_OFFSET_DELTA_OFFSET)[0])
+                max_ts = INT64.unpack_from(view, pos + MAX_TIMESTAMP_OFFSET)[0]
             else:  # an entry too short for a v2 header: report what is there
                 last, max_ts = offset, -1
         else:
@@ -101,7 +94,7 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
             if magic == 1 and entry >= _V1_HEADER:
                 if pos + _V1_HEADER > have:
                     return NEED_MORE, pos, 0, 0, 0, 0, 0
-                max_ts = _TS.unpack_from(view, pos + LEGACY_TIMESTAMP_OFFSET)[0]
+                max_ts = INT64.unpack_from(view, pos + LEGACY_TIMESTAMP_OFFSET)[0]
             else:
                 max_ts = -1
         if last >= target_offset:

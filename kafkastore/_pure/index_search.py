@@ -51,6 +51,7 @@ from kafkastore._pure.consts import (
     OFFSET_INDEX_ENTRY_SIZE,
     TIME_INDEX_ENTRY_SIZE,
 )
+from kafkastore._pure.reader import INT32, INT64
 
 __all__ = [
     "OFFSET_INDEX",
@@ -80,8 +81,8 @@ OFFSET_ENTRY_SIZE = OFFSET_INDEX_ENTRY_SIZE  # relativeOffset int32 + position i
 TIME_ENTRY_SIZE = TIME_INDEX_ENTRY_SIZE  # timestamp int64 + relativeOffset int32
 WARM_SECTION_BYTES = INDEX_WARM_SECTION_BYTES  # at most 3 pages of 4 KiB, whatever the alignment
 
-_I32 = struct.Struct(">i").unpack_from
-_I64 = struct.Struct(">q").unpack_from
+_I32 = INT32.unpack_from
+_I64 = INT64.unpack_from
 _ENTRY = {
     OFFSET_INDEX: struct.Struct(">ii").unpack_from,
     TIME_INDEX: struct.Struct(">qi").unpack_from,

@@ -21,22 +21,24 @@ and ``count`` is the header's record count. One record (kafka-storage.md 2.3)::
     attributes      int8
     timestampDelta  varlong  record timestamp - batch baseTimestamp
     offsetDelta     varint   record offset - batch baseOffset
-    keyLength       varint   -1 = null key
+    keyLength       varint   negative = null key
     key             bytes
-    valueLength     varint   -1 = null value (a tombstone)
+    valueLength     varint   negative = null value (a tombstone)
     value           bytes
     headerCount     varint
-      headerKeyLength varint (>= 0) + key, headerValueLength varint (-1 = null) + value
+      headerKeyLength varint (>= 0) + key, headerValueLength varint (negative = null) + value
 
 Varints are zig-zag LEB128, at most 5 bytes (varlong: 10).
 
 The bytes come from files and are not trusted. Before anything else, each
 function checks the whole section: ``count`` must be between 0 and
-``len(records) // 7`` (a record takes at least 7 bytes), each record's
-fields must lie inside its declared length and fill it exactly, lengths must
-be -1 or non-negative, header counts non-negative, and exactly ``count``
-records must fill the section (no missing records, no trailing bytes; as
-Kafka's batch iteration). Anything else raises
+``len(records) // 7`` (a record takes at least 7 bytes), each record must
+pass :func:`kafkastore._pure.default_record.parse_record`, the record parser
+the batch reader uses (so the cleaner accepts exactly the records a reader
+accepts: any negative key, value or header value length is null, as in
+Kafka's ``DefaultRecord.readFrom``, with the reader's error messages), and
+exactly ``count`` records must fill the section (no missing records, no
+trailing bytes; as Kafka's batch iteration). Anything else raises
 :class:`~kafkastore.errors.CorruptRecordError` whose ``position`` is the byte
 position within ``records`` of the bad record (0 for a bad count). Because
 the whole section is checked first, corrupt input changes nothing: no key is
@@ -50,6 +52,18 @@ import os
 import struct
 from typing import NamedTuple
 
+from kafkastore._pure.default_record import parse_record
+from kafkastore._pure.reader import (
+    INT32_MAX,
+    INT64,
+    INT64_MAX,
+    INT64_MIN,
+    MASK64,
+    MIN_RECORD_SIZE,
+    as_view,
+    wrap64,
+)
+from kafkastore._pure.varint import write_uvarint, zz32, zz64
 from kafkastore.errors import CorruptRecordError, OffsetMapFullError, RecordTooLargeError
 
 __all__ = ["RetainResult", "Selection", "SkimpyOffsetMap", "select_records"]
@@ -57,13 +71,8 @@ __all__ = ["RetainResult", "Selection", "SkimpyOffsetMap", "select_records"]
 _HASH_SIZE = 16                 # SipHash-2-4-128 digest
 _BYTES_PER_ENTRY = 24           # digest + 8-byte offset
 _MAX_WINDOW = _HASH_SIZE - 4    # last 4-byte window of the digest used by the probe
-_MIN_RECORD_SIZE = 7            # length, attributes, ts, offset, key -1, value -1, 0 headers
-_INT32_MAX = (1 << 31) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_M64 = (1 << 64) - 1
 _ZERO_ENTRY = bytes(_BYTES_PER_ENTRY)
 _ENTRY = struct.Struct(">16sq")
-_OFFSET = struct.Struct(">q")
 _KEY_WORDS = struct.Struct("<QQ")
 
 
@@ -98,20 +107,20 @@ def _siphash128(k0: int, k1: int, data: bytes) -> bytes:
         else:
             v1 ^= 0xDD
         for _ in range(rounds):
-            v0 = (v0 + v1) & _M64
-            v1 = ((v1 << 13) | (v1 >> 51)) & _M64
+            v0 = (v0 + v1) & MASK64
+            v1 = ((v1 << 13) | (v1 >> 51)) & MASK64
             v1 ^= v0
-            v0 = ((v0 << 32) | (v0 >> 32)) & _M64
-            v2 = (v2 + v3) & _M64
-            v3 = ((v3 << 16) | (v3 >> 48)) & _M64
+            v0 = ((v0 << 32) | (v0 >> 32)) & MASK64
+            v2 = (v2 + v3) & MASK64
+            v3 = ((v3 << 16) | (v3 >> 48)) & MASK64
             v3 ^= v2
-            v0 = (v0 + v3) & _M64
-            v3 = ((v3 << 21) | (v3 >> 43)) & _M64
+            v0 = (v0 + v3) & MASK64
+            v3 = ((v3 << 21) | (v3 >> 43)) & MASK64
             v3 ^= v0
-            v2 = (v2 + v1) & _M64
-            v1 = ((v1 << 17) | (v1 >> 47)) & _M64
+            v2 = (v2 + v1) & MASK64
+            v1 = ((v1 << 17) | (v1 >> 47)) & MASK64
             v1 ^= v2
-            v2 = ((v2 << 32) | (v2 >> 32)) & _M64
+            v2 = ((v2 << 32) | (v2 >> 32)) & MASK64
         if m is not None:
             v0 ^= m
         else:
@@ -122,15 +131,10 @@ def _siphash128(k0: int, k1: int, data: bytes) -> bytes:
 # -- small helpers ----------------------------------------------------------------------
 
 
-def _wrap64(value: int) -> int:
-    """Two's-complement int64 wrap: Java's long arithmetic, and the compiled kernel's."""
-    return ((value + (1 << 63)) & _M64) - (1 << 63)
-
-
 def _int64(value, name: str) -> int:
     """``value`` as an int64, with the errors Cython's ``int64_t`` argument conversion gives."""
     value = operator.index(value)
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise OverflowError(f"{name} {value} does not fit in an int64")
     return value
 
@@ -143,14 +147,6 @@ def _key_bytes(key) -> bytes:
     if not view.c_contiguous:
         raise BufferError("key: a C-contiguous buffer is required")
     return view.tobytes()
-
-
-def _as_view(buffer) -> memoryview:
-    """A flat unsigned-byte view of any C-contiguous buffer (indexing gives ints)."""
-    view = memoryview(buffer)
-    if view.ndim != 1 or view.format != "B":
-        view = view.cast("B")
-    return view
 
 
 def _slot(digest: bytes, attempt: int, slots: int) -> int:
@@ -172,43 +168,13 @@ def _slot(digest: bytes, attempt: int, slots: int) -> int:
 
 # -- record parsing -----------------------------------------------------------------------
 
-# Messages shared word for word with the compiled kernel.
-_TRUNCATED_VARINT = "Found invalid record structure: truncated varint"
-_LONG_VARINT = "Varint is too long, the most significant bit in the 5th byte is set"
-_LONG_VARLONG = "Varlong is too long, most significant bit in the 10th byte is set"
-
 
 def _corrupt(message: str, position: int) -> CorruptRecordError:
     return CorruptRecordError(message, position=position)
 
 
-def _varint(data, pos: int, end: int, bits: int, where: int) -> tuple[int, int]:
-    """Zig-zag varint (bits=32) or varlong (bits=64) at ``pos``, every byte below ``end``.
-
-    Bits past the type's width in the last byte are dropped, as Java's ``ByteUtils``
-    does; a continuation bit in the 5th (10th) byte is an error.
-    """
-    value = 0
-    shift = 0
-    max_shift = 28 if bits == 32 else 63
-    while True:
-        if pos >= end:
-            raise _corrupt(_TRUNCATED_VARINT, where)
-        b = data[pos]
-        pos += 1
-        if not b & 0x80:
-            value |= b << shift
-            break
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if shift > max_shift:
-            raise _corrupt(_LONG_VARINT if bits == 32 else _LONG_VARLONG, where)
-    value &= (1 << bits) - 1
-    return (value >> 1) ^ -(value & 1), pos
-
-
 class _Rec(NamedTuple):
-    """One parsed record; positions are within the records section."""
+    """One parsed record (:func:`parse_record`'s tuple); positions are within the section."""
 
     start: int          # the length varint
     body: int           # the attributes byte
@@ -217,71 +183,16 @@ class _Rec(NamedTuple):
     ts_delta: int
     offset_delta: int
     key_pos: int
-    key_len: int        # -1: null
-    value_len: int      # -1: null
-
-
-def _parse_record(data, pos: int, n: int) -> _Rec:
-    """Parse and fully validate the record at ``pos`` of ``data[:n]``."""
-    where = pos
-    length, p = _varint(data, pos, n, 32, where)
-    if length < 0 or length > n - p:
-        raise _corrupt(f"Invalid record size: declared length {length} but only {n - p} bytes "
-                       f"remain", where)
-    body = p
-    rend = p + length
-    if p >= rend:
-        raise _corrupt("Found invalid record structure: empty record", where)
-    p += 1  # attributes: unused by Kafka, copied as they are
-    ts_delta, p = _varint(data, p, rend, 64, where)
-    ts_end = p
-    offset_delta, p = _varint(data, p, rend, 32, where)
-    key_len, p = _varint(data, p, rend, 32, where)
-    key_pos = p
-    if key_len < -1:
-        raise _corrupt(f"Invalid key length {key_len}", where)
-    if key_len > rend - p:
-        raise _corrupt("Found invalid record structure: key past record end", where)
-    if key_len > 0:
-        p += key_len
-    value_len, p = _varint(data, p, rend, 32, where)
-    if value_len < -1:
-        raise _corrupt(f"Invalid value length {value_len}", where)
-    if value_len > rend - p:
-        raise _corrupt("Found invalid record structure: value past record end", where)
-    if value_len > 0:
-        p += value_len
-    header_count, p = _varint(data, p, rend, 32, where)
-    if header_count < 0:
-        raise _corrupt(f"Found invalid number of record headers {header_count}", where)
-    if header_count > (rend - p) // 2:  # a header takes at least 2 bytes
-        raise _corrupt(f"Found invalid number of record headers {header_count}: more than "
-                       f"the record holds", where)
-    for _ in range(header_count):
-        hkey_len, p = _varint(data, p, rend, 32, where)
-        if hkey_len < 0:
-            raise _corrupt("Invalid negative header key size", where)
-        if hkey_len > rend - p:
-            raise _corrupt("Found invalid record structure: header key past record end",
-                           where)
-        p += hkey_len
-        hval_len, p = _varint(data, p, rend, 32, where)
-        if hval_len < -1:
-            raise _corrupt(f"Invalid header value length {hval_len}", where)
-        if hval_len > rend - p:
-            raise _corrupt("Found invalid record structure: header value past record end",
-                           where)
-        if hval_len > 0:
-            p += hval_len
-    if p != rend:
-        raise _corrupt(f"Invalid record size: expected to read {length} bytes in record "
-                       f"payload, but instead read {p - body}", where)
-    return _Rec(pos, body, ts_end, rend, ts_delta, offset_delta, key_pos, key_len, value_len)
+    key_len: int        # -1: null (any negative length read)
+    value_pos: int
+    value_len: int      # -1: null (a tombstone)
+    header_count: int
+    headers_start: int
 
 
 def _check_count(count, n: int) -> int:
     count = operator.index(count)
-    if count < 0 or count > n // _MIN_RECORD_SIZE:
+    if count < 0 or count > n // MIN_RECORD_SIZE:
         raise _corrupt(f"Found invalid record count {count} for {n} bytes of records", 0)
     return count
 
@@ -292,10 +203,11 @@ def _parse_section(view, count: int) -> list[_Rec]:
     count = _check_count(count, n)
     recs = []
     pos = 0
+    make = _Rec._make
     for _ in range(count):
         if pos >= n:
             raise _corrupt("Incorrect declared batch size, premature EOF reached", pos)
-        rec = _parse_record(view, pos, n)
+        rec = make(parse_record(view, pos, n, pos))
         recs.append(rec)
         pos = rec.end
     if pos != n:
@@ -377,8 +289,8 @@ class SkimpyOffsetMap:
         if slots < 1:
             raise ValueError(f"an offset map needs at least {_BYTES_PER_ENTRY} bytes of "
                              f"memory (one slot), not {memory}")
-        if memory > _INT32_MAX:
-            raise ValueError(f"an offset map takes at most {_INT32_MAX} bytes of memory, "
+        if memory > INT32_MAX:
+            raise ValueError(f"an offset map takes at most {INT32_MAX} bytes of memory, "
                              f"not {memory}")
         if hash_key is None:
             key = os.urandom(_HASH_SIZE)
@@ -484,7 +396,7 @@ class SkimpyOffsetMap:
                 self._size += 1
                 break
             if entry[:_HASH_SIZE] == digest:
-                _OFFSET.pack_into(table, pos + _HASH_SIZE, offset)
+                INT64.pack_into(table, pos + _HASH_SIZE, offset)
                 break
             attempt += 1
             slot = _slot(digest, attempt, slots)
@@ -507,7 +419,7 @@ class SkimpyOffsetMap:
                 return -1
             attempt += 1
             if entry[:_HASH_SIZE] == digest:
-                return _OFFSET.unpack_from(entry, _HASH_SIZE)[0]
+                return INT64.unpack_from(entry, _HASH_SIZE)[0]
 
     def _check_room(self) -> None:
         if self._size >= self._slots:
@@ -567,7 +479,7 @@ class SkimpyOffsetMap:
         base_offset = _int64(base_offset, "base_offset")
         start_offset = _int64(start_offset, "start_offset")
         max_entries = _int64(max_entries, "max_entries")
-        view = _as_view(records)
+        view = as_view(records)
         self._enter()
         self._busy = True
         try:
@@ -576,7 +488,7 @@ class SkimpyOffsetMap:
             for index, rec in enumerate(recs):
                 if rec.key_len < 0:
                     continue
-                offset = _wrap64(base_offset + rec.offset_delta)
+                offset = wrap64(base_offset + rec.offset_delta)
                 if offset >= start_offset:
                     key = bytes(view[rec.key_pos:rec.key_pos + rec.key_len])
                     keyed.append((index, _siphash128(self._k0, self._k1, key), offset))
@@ -606,7 +518,7 @@ class SkimpyOffsetMap:
         base_offset = _int64(base_offset, "base_offset")
         latest_offset = _int64(latest_offset, "latest_offset")
         retain_deletes = bool(retain_deletes)
-        view = _as_view(records)
+        view = as_view(records)
         self._enter()
         self._busy = True
         try:
@@ -615,7 +527,7 @@ class SkimpyOffsetMap:
             kept = tombstones = keyless = 0
             lookups = []
             for index, rec in enumerate(recs):
-                offset = _wrap64(base_offset + rec.offset_delta)
+                offset = wrap64(base_offset + rec.offset_delta)
                 if offset > latest_offset:
                     mask[index] = 1
                     kept += 1
@@ -638,15 +550,6 @@ class SkimpyOffsetMap:
 
 
 # -- rewriting ----------------------------------------------------------------------------
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def select_records(records, count: int, mask, base_timestamp: int,
@@ -675,8 +578,8 @@ def select_records(records, count: int, mask, base_timestamp: int,
     if not rebase:
         new_base_timestamp = _int64(new_base_timestamp, "new_base_timestamp")
     log_append_time = _int64(log_append_time, "log_append_time")
-    view = _as_view(records)
-    keep = _as_view(mask)
+    view = as_view(records)
+    keep = as_view(mask)
     if len(keep) != operator.index(count):
         raise ValueError(f"mask has {len(keep)} entries for {count} records")
     recs = _parse_section(view, count)
@@ -690,14 +593,14 @@ def select_records(records, count: int, mask, base_timestamp: int,
         if log_append_time >= 0:
             ts = log_append_time
         else:
-            ts = _wrap64(base_timestamp + rec.ts_delta)
+            ts = wrap64(base_timestamp + rec.ts_delta)
         if not seen:
             seen, first_ts = True, ts
             if rebase:
                 new_base_timestamp = ts
         if ts > max_ts:
             max_ts = ts
-        delta = _wrap64(ts - new_base_timestamp)
+        delta = wrap64(ts - new_base_timestamp)
         if delta == rec.ts_delta:
             if run_end != rec.start:
                 if run_start >= 0:
@@ -708,12 +611,12 @@ def select_records(records, count: int, mask, base_timestamp: int,
         if run_start >= 0:
             out += view[run_start:run_end]
             run_start = run_end = -1
-        ts_bytes = _uvarint(((delta << 1) ^ (delta >> 63)) & _M64)
+        ts_bytes = write_uvarint(zz64(delta))
         length = 1 + len(ts_bytes) + (rec.end - rec.ts_end)
-        if length > _INT32_MAX:
+        if length > INT32_MAX:
             raise RecordTooLargeError(f"a record of {length} bytes does not fit an int32 "
-                                      f"length", position=rec.start, limit=_INT32_MAX)
-        out += _uvarint(((length << 1) ^ (length >> 31)) & 0xFFFFFFFF)
+                                      f"length", position=rec.start, limit=INT32_MAX)
+        out += write_uvarint(zz32(length))
         out += view[rec.body:rec.body + 1]
         out += ts_bytes
         out += view[rec.ts_end:rec.end]
