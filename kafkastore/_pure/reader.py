@@ -25,15 +25,7 @@ from __future__ import annotations
 
 import struct
 
-from kafkastore.errors import (
-    CorruptRecordError,
-    RecordTooLargeError,
-    UnsupportedCompressionError,
-)
-from kafkastore.types import CompressionType, TimestampType
-
-# -- layout constants: the one pure mirror of _ext/consts.pxd, re-exported for the kernels
-from kafkastore._pure.consts import (  # noqa: E402,F401  (re-exported)
+from kafkastore._pure.consts import (  # noqa: F401  (re-exported to the kernels)
     ATTRIBUTES_OFFSET,
     CODEC_MASK,
     CONTROL_MASK,
@@ -55,6 +47,15 @@ from kafkastore._pure.consts import (  # noqa: E402,F401  (re-exported)
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
+from kafkastore.errors import (
+    CorruptRecordError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
+from kafkastore.types import CompressionType, TimestampType
+
+# -- layout constants: re-exported above from kafkastore._pure.consts, the one pure mirror of
+# _ext/consts.pxd
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 128 * 1024 * 1024
 
