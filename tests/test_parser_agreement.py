@@ -4,7 +4,9 @@ The reader (``record_batch``: iterating a batch's records) and the cleaner's ker
 (``offset_map``: ``put_keys``, ``retained_mask`` and ``select_records`` over a batch's
 records section) must agree on every batch: both accept it, or both reject it with
 :class:`~kafkastore.errors.CorruptRecordError`. Otherwise the cleaner can refuse a
-batch that every consumer reads (or keep one no consumer can read). They are fed
+batch that every consumer reads (or keep one no consumer can read). The columnar
+decoder (``decode_columns``, whose C fast path must defer to the parser) is held to
+the same verdicts. They are fed
 every input of the fuzz corpus (``fuzz/corpus/*.zip``, ``tests/data/fuzz/**``), the
 batches the structured fuzz target builds from its inputs, and every Kafka reference
 vector, plus hand-made records with lengths below -1 (Kafka reads any negative key,
@@ -75,6 +77,19 @@ def _cleaner(section, batch) -> str | None:
     return verdicts.pop()
 
 
+def _columns(buf: bytes, pos: int, batch) -> str | None:
+    """None if decode_columns (its C fast path, then the parser for what the fast path
+    leaves) decodes the batch, headers included, else the error's type name."""
+    try:
+        RB.decode_columns(buf, pos, pos + batch.size_in_bytes, validate=False,
+                          include_control=True, headers=True, max_decompressed_bytes=LIMIT)
+    except CorruptRecordError:
+        return "CorruptRecordError"
+    except Exception as exc:  # noqa: BLE001
+        return type(exc).__name__
+    return None
+
+
 def _records_section(batch):
     """The (decompressed) records section, as the cleaner takes it; None if it cannot be
     inflated (nothing to compare then: neither parser sees records)."""
@@ -103,10 +118,11 @@ def _disagreements(buf: bytes, name: str, seen: list) -> list[str]:
         if section is None:
             continue
         reader, cleaner = _reader(batch), _cleaner(section, batch)
+        columns = _columns(buf, pos, batch)
         seen.append(reader)
-        if reader != cleaner:
+        if not reader == cleaner == columns:
             bad.append(f"{name} @ {pos}: reader {reader or 'accepts'}, "
-                       f"cleaner {cleaner or 'accepts'}")
+                       f"cleaner {cleaner or 'accepts'}, columns {columns or 'accepts'}")
     return bad
 
 
@@ -192,6 +208,7 @@ def test_lengths_below_minus_one_are_null_for_both(field, length):
     (_, batch), = _v2_batches(buf)
     assert _reader(batch) is None
     assert _cleaner(batch.payload(), batch) is None
+    assert _columns(buf, 0, batch) is None
     record = list(batch)[1]
     if field == "key":
         assert record.key is None and record.value == b"v"
