@@ -119,6 +119,12 @@ cdef inline Py_ssize_t _headers_at(const uint8_t* data, Py_ssize_t pos, Py_ssize
     and its header count in ``count``; -1 where the bytes are not what
     parse_record accepts (the caller then lets parse_record raise). Every
     varint and length is checked against the record's end first.
+
+    Like csrc/ks_v2fast.h, an accelerator under the one parser's rules (a
+    negative key or value length is null), not a second parser: it decides
+    nothing. It skips the headers that _take_headers walks next; parsing the
+    record with read_record instead walks them twice (decode_columns with
+    headers about 20% slower).
     """
     cdef int32_t length = 0, n = 0
     cdef int64_t ts_delta = 0
