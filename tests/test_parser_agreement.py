@@ -165,13 +165,19 @@ def _vector_inputs():
 # == tests ================================================================================
 
 
+def _assert_agree(inputs) -> list:
+    """Compare the verdicts on every batch of ``inputs``; return the reader's verdicts."""
+    seen: list = []
+    bad = [line for name, data in inputs for line in _disagreements(data, name, seen)]
+    assert not bad, "\n".join(bad[:20]) + f"\n({len(bad)} batches)"
+    return seen
+
+
 def test_fuzz_corpus_reader_and_cleaner_agree():
     inputs = _corpus_inputs()
     if not inputs:
         pytest.skip("no fuzz corpus (fuzz/corpus, tests/data/fuzz)")
-    seen: list = []
-    bad = [line for name, data in inputs for line in _disagreements(data, name, seen)]
-    assert not bad, "\n".join(bad[:20]) + f"\n({len(bad)} batches)"
+    seen = _assert_agree(inputs)
     # the corpus reaches both verdicts: the comparison is not vacuous
     assert None in seen and "CorruptRecordError" in seen, set(seen)
 
@@ -180,10 +186,7 @@ def test_vectors_reader_and_cleaner_agree():
     inputs = _vector_inputs()
     if not inputs:
         pytest.skip("no reference vectors (tests/_vectors.py)")
-    seen: list = []
-    bad = [line for name, data in inputs for line in _disagreements(data, name, seen)]
-    assert not bad, "\n".join(bad[:20]) + f"\n({len(bad)} batches)"
-    assert seen
+    assert None in _assert_agree(inputs)
 
 
 def _record_with(*, key_len=None, value_len=None, header_value_len=None) -> bytes:
