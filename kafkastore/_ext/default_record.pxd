@@ -13,7 +13,7 @@
 # that bytes are corrupt, and stop in front of anything else, which read_record then
 # handles or rejects.
 #
-# Record format (see kafkastore/_pure/default_record.py for the field table):
+# Record format (kafkastore/_pure/record_batch.py documents each field):
 #
 #     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
 #     keyLength varint | key | valueLength varint | value |

@@ -86,7 +86,7 @@ cdef inline Py_ssize_t read_varlong(const uint8_t* p, Py_ssize_t pos, Py_ssize_t
 # -- Java integer arithmetic ------------------------------------------------------------
 # Java int and long arithmetic wraps; signed overflow is undefined in C, so these
 # compute in unsigned types, where wrapping is defined (the pure twins wrap with
-# _wrap64 / _wrap32).
+# wrap64 / wrap32 of kafkastore/_pure/reader.py).
 
 cdef inline int64_t add64(int64_t a, int64_t b) noexcept nogil:
     return <int64_t>(<uint64_t>a + <uint64_t>b)
