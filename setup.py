@@ -79,8 +79,10 @@ if SANITIZE:
     COMPILE_ARGS = COMPILE_ARGS + SAN
     LINK_ARGS = SAN
 
-# Hand-written headers and cdef declarations: an edit to any of them rebuilds every kernel.
-DEPENDS = sorted(glob.glob("csrc/*.h") + glob.glob("kafkastore/_ext/*.pxd"))
+# Hand-written headers, cdef declarations and the include files of record_batch.pyx: an
+# edit to any of them rebuilds every kernel.
+DEPENDS = sorted(glob.glob("csrc/*.h") + glob.glob("kafkastore/_ext/*.pxd")
+                 + glob.glob("kafkastore/_ext/*.pxi"))
 
 
 def _extensions():

@@ -8,16 +8,28 @@
  * and keys and values are copied in 32-byte chunks where the bytes around
  * them allow it.
  *
- * It never raises and never decides that bytes are corrupt. It stops in
- * front of the first record it does not take - anything malformed or
- * unusual: a varint that is truncated, longer than three bytes or runs past
- * the record, a length past the record end, a record body under six bytes,
- * a negative header key length, a record whose fields do not end exactly at
- * its declared end - and reports how many records it consumed. The caller
- * parses that record with the fully checked parser (parse_record in
- * record_batch.pyx), which either handles it or raises the precise error,
- * and then calls back in. So both the results and the errors are exactly
- * the checked parser's.
+ * It is an accelerator, not a second record parser: THE v2 record parser
+ * is read_record in kafkastore/_ext/default_record.pxd (Kafka's
+ * DefaultRecord.readFrom rules), which the reader, this decoder's checked
+ * path and the log cleaner's kernel all use. This loop never raises and
+ * never decides that bytes are corrupt. It takes only records it is sure of
+ * under that parser's rules and stops in front of the first record it does
+ * not take - anything malformed or unusual: a varint that is truncated,
+ * longer than three bytes or runs past the record, a length past the record
+ * end, a record body under six bytes, a negative header count or header key
+ * length, a record whose fields do not end exactly at its declared end - and
+ * reports how many records it consumed. The caller parses that record with
+ * the one parser (parse_record in record_batch.pyx's default_record.pxi),
+ * which either handles it or raises the precise error, and then calls back
+ * in. So both the results and the errors are exactly the parser's.
+ *
+ * Lengths follow the parser's one rule, so the two cannot disagree on a
+ * record this loop takes: any negative key, value or header value length
+ * is null (Kafka's rule; a key length of -2 is a null key, not an error);
+ * a negative header key length or header count is never taken here (the
+ * parser rejects it). A change to the rule in default_record.pxd must be
+ * made here too, or made a reason to stop; tests/test_parser_agreement.py
+ * checks that decode_columns accepts and rejects what the reader does.
  *
  * Bounds: every byte read lies in [data, data + end) and is checked before
  * it is read: each varint byte against the record end (itself checked

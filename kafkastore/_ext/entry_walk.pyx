@@ -11,12 +11,12 @@ needs lie inside the buffer, so a hostile file gives a wrong answer or
 size field near ``INT32_MAX`` cannot overflow the arithmetic.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kafkastore._ext.consts cimport (HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
                                      LEGACY_TIMESTAMP_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET,
                                      MAX_TIMESTAMP_OFFSET, MIN_ENTRY_SIZE)
-from kafkastore._ext.endian cimport ks_load_be32, ks_load_be64
+from kafkastore._ext.reader cimport add64, be_i32, be_i64, view_ptr
 
 __all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry"]
 
@@ -33,7 +33,7 @@ cdef enum:
 def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
                int64_t target_offset):
     """See ``kafkastore/_pure/entry_walk.py``."""
-    cdef const uint8_t* data = &buffer[0] if buffer.shape[0] else NULL
+    cdef const uint8_t* data = view_ptr(buffer)
     cdef int64_t have = buffer.shape[0]
     cdef int64_t pos = position
     cdef int64_t offset, last, max_ts, entry
@@ -46,8 +46,8 @@ def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
             return 2, pos, 0, 0, 0, 0, 0
         if pos + HEADER_SIZE_UP_TO_MAGIC > have:
             return 1, pos, 0, 0, 0, 0, 0
-        offset = <int64_t>ks_load_be64(data + pos)
-        size = <int32_t>ks_load_be32(data + pos + 8)
+        offset = be_i64(data + pos)
+        size = be_i32(data + pos + 8)
         if size < MIN_ENTRY_SIZE:
             return 3, pos, size, 0, offset, 0, 0
         if pos > limit - LOG_OVERHEAD - size:
@@ -58,10 +58,9 @@ def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
             if entry >= V2_HEADER:
                 if pos + V2_HEADER > have:
                     return 1, pos, 0, 0, 0, 0, 0
-                # int64 wrap as Java's (and the pure twin's): unsigned arithmetic is defined
-                last = <int64_t>(<uint64_t>offset + <uint64_t><int64_t><int32_t>ks_load_be32(
-                    data + pos + LAST_OFFSET_DELTA_OFFSET))
-                max_ts = <int64_t>ks_load_be64(data + pos + MAX_TIMESTAMP_OFFSET)
+                # int64 wrap as Java's (and the pure twin's)
+                last = add64(offset, be_i32(data + pos + LAST_OFFSET_DELTA_OFFSET))
+                max_ts = be_i64(data + pos + MAX_TIMESTAMP_OFFSET)
             else:
                 last = offset
                 max_ts = -1
@@ -70,7 +69,7 @@ def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
             if magic == 1 and entry >= V1_HEADER:
                 if pos + V1_HEADER > have:
                     return 1, pos, 0, 0, 0, 0, 0
-                max_ts = <int64_t>ks_load_be64(data + pos + LEGACY_TIMESTAMP_OFFSET)
+                max_ts = be_i64(data + pos + LEGACY_TIMESTAMP_OFFSET)
             else:
                 max_ts = -1
         if last >= target_offset:

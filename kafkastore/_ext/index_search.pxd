@@ -4,7 +4,7 @@
 # entry layouts are documented in index_search.pyx and kafkastore/_pure/index_search.py.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from kafkastore._ext.endian cimport ks_load_be32, ks_load_be64
+from kafkastore._ext.reader cimport be_i32, be_i64
 
 
 # One searchable column of an index: where it sits in each entry and how wide it is.
@@ -19,8 +19,8 @@ cdef inline int64_t idx_key(const uint8_t* data, Py_ssize_t slot,
     """The signed value of ``col`` in entry ``slot``; the caller checked ``slot``."""
     cdef const uint8_t* p = data + slot * col.entry_size + col.field_offset
     if col.wide:
-        return <int64_t>ks_load_be64(p)
-    return <int32_t>ks_load_be32(p)
+        return be_i64(p)
+    return be_i32(p)
 
 
 # The column ``search`` (KEY 0 / VALUE 1) of index ``kind`` (OFFSET_INDEX 0 /

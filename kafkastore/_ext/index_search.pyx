@@ -11,7 +11,7 @@ Entry layouts (big-endian, entries back to back, no header, no checksum)::
 
 The buffer is a ``const uint8_t[::1]`` view (so a read-only ``mmap`` works),
 held only for the duration of a call; every field is decoded with
-``ks_load_be32`` / ``ks_load_be64`` from ``csrc/ks_endian.h``, so nothing is
+``be_i32`` / ``be_i64`` (``reader.pxd``, over ``csrc/ks_endian.h``), so nothing is
 copied or byte-swapped in bulk. ``entries`` is checked against the buffer's
 length before any read, and a search only ever reads slots in
 ``[0, entries)``, whatever the bytes hold: a hostile file gives a wrong slot,
@@ -24,7 +24,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from kafkastore._ext.consts cimport (INDEX_WARM_SECTION_BYTES, OFFSET_INDEX_ENTRY_SIZE,
                                      TIME_INDEX_ENTRY_SIZE)
 from kafkastore._ext.debug cimport KS_DEBUG
-from kafkastore._ext.endian cimport ks_load_be32, ks_load_be64
+from kafkastore._ext.reader cimport be_i32, be_i64, view_ptr
 
 __all__ = [
     "OFFSET_INDEX",
@@ -128,27 +128,27 @@ cdef Py_ssize_t idx_first_out_of_order(const uint8_t* data, Py_ssize_t entries,
     if entries <= 0:
         return -1
     if kind == 0:
-        prev_rel = <int32_t>ks_load_be32(data)
-        prev_pos = <int32_t>ks_load_be32(data + 4)
+        prev_rel = be_i32(data)
+        prev_pos = be_i32(data + 4)
         if prev_rel < 0 or prev_pos < 0:
             return 0
         for slot in range(1, entries):
             p = data + slot * OFFSET_INDEX_ENTRY_SIZE
-            rel = <int32_t>ks_load_be32(p)
-            pos = <int32_t>ks_load_be32(p + 4)
+            rel = be_i32(p)
+            pos = be_i32(p + 4)
             if rel <= prev_rel or pos < prev_pos:
                 return slot
             prev_rel = rel
             prev_pos = pos
     else:
-        prev_ts = <int64_t>ks_load_be64(data)
-        prev_rel = <int32_t>ks_load_be32(data + 8)
+        prev_ts = be_i64(data)
+        prev_rel = be_i32(data + 8)
         if prev_rel < 0:
             return 0
         for slot in range(1, entries):
             p = data + slot * TIME_INDEX_ENTRY_SIZE
-            ts = <int64_t>ks_load_be64(p)
-            rel = <int32_t>ks_load_be32(p + 8)
+            ts = be_i64(p)
+            rel = be_i32(p + 8)
             if ts < prev_ts or rel < prev_rel:
                 return slot
             prev_ts = ts
@@ -228,16 +228,11 @@ cdef int _slot_range(const uint8_t* data, Py_ssize_t nbytes, object entries, obj
     return 0
 
 
-# The start of a buffer argument: NULL for an empty one (then entries is 0 and nothing is read).
-cdef inline const uint8_t* _data(const uint8_t[::1] buffer) noexcept:
-    return &buffer[0] if buffer.shape[0] else NULL
-
-
 cdef tuple _entry(const uint8_t* data, Py_ssize_t slot, int size):
     cdef const uint8_t* p = data + slot * size
     if size == OFFSET_INDEX_ENTRY_SIZE:
-        return (<int32_t>ks_load_be32(p), <int32_t>ks_load_be32(p + 4))
-    return (<int64_t>ks_load_be64(p), <int32_t>ks_load_be32(p + 8))
+        return (be_i32(p), be_i32(p + 4))
+    return (be_i64(p), be_i32(p + 8))
 
 
 # -- Python API ------------------------------------------------------------------------------
@@ -255,7 +250,7 @@ def largest_lower_bound_slot(const uint8_t[::1] buffer not None, entries, kind, 
     See the ``_pure`` twin for the parameters. Never reads outside ``[0, entries)``.
     """
     cdef Py_ssize_t lower = -1, upper = -1
-    _slot_range(_data(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
+    _slot_range(view_ptr(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
     return lower
 
 
@@ -263,7 +258,7 @@ def smallest_upper_bound_slot(const uint8_t[::1] buffer not None, entries, kind,
                               search=KEY):
     """Slot of the smallest entry whose ``search`` column is >= ``target``; -1 if none."""
     cdef Py_ssize_t lower = -1, upper = -1
-    _slot_range(_data(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
+    _slot_range(view_ptr(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
     return upper
 
 
@@ -272,10 +267,10 @@ def largest_lower_bound_entry(const uint8_t[::1] buffer not None, entries, kind,
     """The entry at :func:`largest_lower_bound_slot` as :func:`read_entry` returns it, or
     None when no entry is <= ``target``. One call for the common lookup."""
     cdef Py_ssize_t lower = -1, upper = -1
-    _slot_range(_data(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
+    _slot_range(view_ptr(buffer), buffer.shape[0], entries, kind, target, search, &lower, &upper)
     if lower < 0:
         return None
-    return _entry(_data(buffer), lower, _check_kind(kind))
+    return _entry(view_ptr(buffer), lower, _check_kind(kind))
 
 
 def lower_entry_and_next(const uint8_t[::1] buffer not None, entries, kind, target,
@@ -284,7 +279,7 @@ def lower_entry_and_next(const uint8_t[::1] buffer not None, entries, kind, targ
     the entries at it and after it, in one call (a read's bounds). The fields of a
     missing entry (``slot == -1``, or ``slot + 1 == entries``) are 0."""
     cdef Py_ssize_t lower = -1, upper = -1
-    cdef const uint8_t* data = _data(buffer)
+    cdef const uint8_t* data = view_ptr(buffer)
     _slot_range(data, buffer.shape[0], entries, kind, target, search, &lower, &upper)
     cdef int size = _check_kind(kind)
     cdef Py_ssize_t n = _check_entries(entries, buffer.shape[0], size)
@@ -308,7 +303,7 @@ def read_entry(const uint8_t[::1] buffer not None, entries, kind, slot):
     s = PyLong_AsLongLongAndOverflow(slot, &overflow)
     if overflow or s < 0 or s >= n:
         raise IndexError(f"slot {slot} is outside the {entries} entries of the index")
-    return _entry(_data(buffer), <Py_ssize_t>s, size)
+    return _entry(view_ptr(buffer), <Py_ssize_t>s, size)
 
 
 def first_out_of_order(const uint8_t[::1] buffer not None, entries, kind):
@@ -320,4 +315,4 @@ def first_out_of_order(const uint8_t[::1] buffer not None, entries, kind):
     """
     cdef int size = _check_kind(kind)
     cdef Py_ssize_t n = _check_entries(entries, buffer.shape[0], size)
-    return idx_first_out_of_order(_data(buffer), n, size != OFFSET_INDEX_ENTRY_SIZE)
+    return idx_first_out_of_order(view_ptr(buffer), n, size != OFFSET_INDEX_ENTRY_SIZE)

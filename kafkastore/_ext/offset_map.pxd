@@ -1,6 +1,7 @@
 # cdef API of the offset_map kernel: the map's C state and the structs of its record
-# walks. The Python API is in offset_map.pyi; kafkastore/_pure/offset_map.py documents
-# the semantics.
+# walks (a record is parsed by the one v2 record parser, default_record.pxd, into a
+# RecordSpan; errors come back in its RecordError). The Python API is in
+# offset_map.pyi; kafkastore/_pure/offset_map.py documents the semantics.
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
@@ -13,27 +14,6 @@ cdef struct OMap:
     int64_t lookups            # puts + gets
     int64_t probes             # slots looked at
     uint8_t key[16]            # the SipHash-2-4 key
-
-
-cdef struct Rec:
-    # one validated record; positions are within the records section
-    Py_ssize_t start           # the length varint
-    Py_ssize_t body            # the attributes byte
-    Py_ssize_t ts_end          # first byte after timestampDelta
-    Py_ssize_t end             # first byte after the record
-    int64_t ts_delta
-    int32_t offset_delta
-    Py_ssize_t key_pos
-    int32_t key_len            # -1: null
-    int32_t value_len          # -1: null
-
-
-cdef struct Err:
-    # what the nogil parser reports; raised as an exception with the GIL held
-    int code
-    Py_ssize_t position        # start of the bad record within the section
-    int64_t a                  # numbers for the message
-    int64_t b
 
 
 cdef struct KeyEntry:

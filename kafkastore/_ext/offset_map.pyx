@@ -29,9 +29,11 @@ from libc.stdint cimport INT32_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_
 from libc.string cimport memcpy, memset
 
 from kafkastore._ext.consts cimport MIN_RECORD_SIZE
+from kafkastore._ext.default_record cimport (RECORD_ERROR_END, RecordError, RecordSpan,
+                                             read_record, record_error_message, record_fail)
 from kafkastore._ext.endian cimport ks_load_be32
-from kafkastore._ext.varint cimport (uvarint_size, uvarint_write, varint_read, varlong_read,
-                                     zigzag32, zigzag64)
+from kafkastore._ext.reader cimport add64, as_view, view_ptr
+from kafkastore._ext.varint cimport uvarint_size, uvarint_write, zigzag32, zigzag64
 
 # numpy only for a random default hash key: SeedSequence() draws 128 bits of entropy
 # from the OS CSPRNG (secrets.randbits). Kernels may not import os (tests/test_backend.py).
@@ -57,24 +59,9 @@ cdef enum:
     # enough to cover a DRAM miss (~100 ns) at ~15 ns of table work per entry.
     _PREFETCH = 8
 
-    # error codes of the nogil loops; _raise_error turns them into exceptions
-    E_TRUNC_VARINT = 1
-    E_LONG_VARINT
-    E_LONG_VARLONG
-    E_RECORD_SIZE
-    E_EMPTY
-    E_KEY_NEG
-    E_KEY_PAST
-    E_VALUE_NEG
-    E_VALUE_PAST
-    E_HCOUNT_NEG
-    E_HCOUNT_BIG
-    E_HKEY_NEG
-    E_HKEY_PAST
-    E_HVAL_NEG
-    E_HVAL_PAST
-    E_SIZE_MISMATCH
-    E_EOF
+    # the batch-level error codes of the nogil loops, after the record parser's
+    # (default_record.pxd); _raise_error turns either into an exception
+    E_EOF = RECORD_ERROR_END
     E_TRAILING
     E_TOO_LARGE
     E_MAP_FULL
@@ -125,188 +112,34 @@ Selection = _result_type(
 # -- parsing -------------------------------------------------------------------------------
 
 
-cdef inline int64_t _add64(int64_t a, int64_t b) noexcept nogil:
-    # Java long arithmetic wraps; signed overflow is undefined in C, unsigned is not
-    return <int64_t>(<uint64_t>a + <uint64_t>b)
-
-
-cdef inline Py_ssize_t _v32(const uint8_t* d, Py_ssize_t p, Py_ssize_t lim,
-                            int32_t* out) noexcept nogil:
-    """Varint at ``p`` below ``lim``: the next position, or -1 truncated / -2 overlong.
-
-    One- and two-byte varints (values within +-8191: nearly every length and delta of
-    a record) are decoded inline; longer ones take varint_read's loop.
-    """
-    cdef uint32_t b0, b1, v
-    cdef Py_ssize_t k
-    if lim - p >= 2:
-        b0 = d[p]
-        if b0 < 0x80:
-            out[0] = <int32_t>((b0 >> 1) ^ (<uint32_t>0 - (b0 & 1)))
-            return p + 1
-        b1 = d[p + 1]
-        if b1 < 0x80:
-            v = (b0 & 0x7F) | (b1 << 7)
-            out[0] = <int32_t>((v >> 1) ^ (<uint32_t>0 - (v & 1)))
-            return p + 2
-    k = varint_read(d + p, lim - p, out)
-    return p + k if k > 0 else k - 1
-
-
-cdef inline Py_ssize_t _v64(const uint8_t* d, Py_ssize_t p, Py_ssize_t lim,
-                            int64_t* out) noexcept nogil:
-    """Varlong at ``p``, as :func:`_v32`."""
-    cdef uint64_t b0, b1, v
-    cdef Py_ssize_t k
-    if lim - p >= 2:
-        b0 = d[p]
-        if b0 < 0x80:
-            out[0] = <int64_t>((b0 >> 1) ^ (<uint64_t>0 - (b0 & 1)))
-            return p + 1
-        b1 = d[p + 1]
-        if b1 < 0x80:
-            v = (b0 & 0x7F) | (b1 << 7)
-            out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
-            return p + 2
-    k = varlong_read(d + p, lim - p, out)
-    return p + k if k > 0 else k - 1
-
-
-cdef inline int _fail(Err* e, int code, Py_ssize_t where, int64_t a, int64_t b) noexcept nogil:
-    e.code = code
-    e.position = where
-    e.a = a
-    e.b = b
-    return -1
-
-
-cdef inline int _varint_fail(Err* e, Py_ssize_t code, bint wide, Py_ssize_t where) noexcept nogil:
-    if code == -1:
-        return _fail(e, E_TRUNC_VARINT, where, 0, 0)
-    return _fail(e, E_LONG_VARLONG if wide else E_LONG_VARINT, where, 0, 0)
-
-
-cdef int _parse_record(const uint8_t* d, Py_ssize_t pos, Py_ssize_t n, Rec* r,
-                       Err* e) noexcept nogil:
-    """Parse and fully validate the record at ``pos`` of ``d[:n]`` (0, or -1 with ``e``).
-
-    The same checks in the same order as the pure twin's ``_parse_record``: each
-    varint byte is checked against the record's end (itself checked against ``n``),
-    each length against the bytes left in the record, before anything is read.
-    """
-    cdef int32_t length = 0, hcount = 0, hkey = 0, hval = 0, i
-    cdef Py_ssize_t p, rend
-    p = _v32(d, pos, n, &length)
-    if p < 0:
-        return _varint_fail(e, p, False, pos)
-    if length < 0 or length > n - p:
-        return _fail(e, E_RECORD_SIZE, pos, length, n - p)
-    r.start = pos
-    r.body = p
-    rend = p + length
-    if p >= rend:
-        return _fail(e, E_EMPTY, pos, 0, 0)
-    p += 1  # attributes: unused by Kafka, copied as they are
-    p = _v64(d, p, rend, &r.ts_delta)
-    if p < 0:
-        return _varint_fail(e, p, True, pos)
-    r.ts_end = p
-    p = _v32(d, p, rend, &r.offset_delta)
-    if p < 0:
-        return _varint_fail(e, p, False, pos)
-    p = _v32(d, p, rend, &r.key_len)
-    if p < 0:
-        return _varint_fail(e, p, False, pos)
-    r.key_pos = p
-    if r.key_len < -1:
-        return _fail(e, E_KEY_NEG, pos, r.key_len, 0)
-    if r.key_len > rend - p:
-        return _fail(e, E_KEY_PAST, pos, 0, 0)
-    if r.key_len > 0:
-        p += r.key_len
-    p = _v32(d, p, rend, &r.value_len)
-    if p < 0:
-        return _varint_fail(e, p, False, pos)
-    if r.value_len < -1:
-        return _fail(e, E_VALUE_NEG, pos, r.value_len, 0)
-    if r.value_len > rend - p:
-        return _fail(e, E_VALUE_PAST, pos, 0, 0)
-    if r.value_len > 0:
-        p += r.value_len
-    p = _v32(d, p, rend, &hcount)
-    if p < 0:
-        return _varint_fail(e, p, False, pos)
-    if hcount < 0:
-        return _fail(e, E_HCOUNT_NEG, pos, hcount, 0)
-    if hcount > (rend - p) // 2:  # a header takes at least 2 bytes
-        return _fail(e, E_HCOUNT_BIG, pos, hcount, 0)
-    for i in range(hcount):
-        p = _v32(d, p, rend, &hkey)
-        if p < 0:
-            return _varint_fail(e, p, False, pos)
-        if hkey < 0:
-            return _fail(e, E_HKEY_NEG, pos, 0, 0)
-        if hkey > rend - p:
-            return _fail(e, E_HKEY_PAST, pos, 0, 0)
-        p += hkey
-        p = _v32(d, p, rend, &hval)
-        if p < 0:
-            return _varint_fail(e, p, False, pos)
-        if hval < -1:
-            return _fail(e, E_HVAL_NEG, pos, hval, 0)
-        if hval > rend - p:
-            return _fail(e, E_HVAL_PAST, pos, 0, 0)
-        if hval > 0:
-            p += hval
-    if p != rend:
-        return _fail(e, E_SIZE_MISMATCH, pos, length, p - r.body)
-    r.end = rend
-    return 0
-
-
-cdef inline int _next_record(const uint8_t* d, Py_ssize_t pos, Py_ssize_t n, Rec* r,
-                             Err* e) noexcept nogil:
+cdef inline int _next_record(const uint8_t* d, Py_ssize_t pos, Py_ssize_t n, RecordSpan* r,
+                             RecordError* e) noexcept nogil:
     # a record must start inside the section: fewer bytes than `count` records
     if pos >= n:
-        return _fail(e, E_EOF, pos, 0, 0)
-    return _parse_record(d, pos, n, r, e)
+        return record_fail(e, E_EOF, pos, 0, 0)
+    # the one v2 record parser, the reader's (default_record.pxd): the cleaner accepts
+    # exactly the records the reader accepts (any negative key length is a null key)
+    return read_record(d, pos, n, r, e)
 
 
 cdef inline int _check_end(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t count,
-                           Err* e) noexcept nogil:
+                           RecordError* e) noexcept nogil:
     # bytes after `count` records: Kafka's "records still remaining"
     if pos != n:
-        return _fail(e, E_TRAILING, pos, n - pos, count)
+        return record_fail(e, E_TRAILING, pos, n - pos, count)
     return 0
 
 
-# The message of each corrupt-records code ({a} and {b}: the Err's values), as the pure
-# twin words them.
+# The message of each batch-level code ({a} and {b}: the error's values), as the pure
+# twin words them; the record-level ones are the record parser's (record_error_message).
 _CORRUPT_MESSAGES = {
-    E_TRUNC_VARINT: "Found invalid record structure: truncated varint",
-    E_LONG_VARINT: "Varint is too long, the most significant bit in the 5th byte is set",
-    E_LONG_VARLONG: "Varlong is too long, most significant bit in the 10th byte is set",
-    E_RECORD_SIZE: "Invalid record size: declared length {a} but only {b} bytes remain",
-    E_EMPTY: "Found invalid record structure: empty record",
-    E_KEY_NEG: "Invalid key length {a}",
-    E_KEY_PAST: "Found invalid record structure: key past record end",
-    E_VALUE_NEG: "Invalid value length {a}",
-    E_VALUE_PAST: "Found invalid record structure: value past record end",
-    E_HCOUNT_NEG: "Found invalid number of record headers {a}",
-    E_HCOUNT_BIG: "Found invalid number of record headers {a}: more than the record holds",
-    E_HKEY_NEG: "Invalid negative header key size",
-    E_HKEY_PAST: "Found invalid record structure: header key past record end",
-    E_HVAL_NEG: "Invalid header value length {a}",
-    E_HVAL_PAST: "Found invalid record structure: header value past record end",
-    E_SIZE_MISMATCH: ("Invalid record size: expected to read {a} bytes in record payload, "
-                      "but instead read {b}"),
     E_EOF: "Incorrect declared batch size, premature EOF reached",
     E_TRAILING: ("Incorrect declared batch size, records still remaining in file "
                  "({a} bytes after {b} records)"),
 }
 
 
-cdef int _raise_error(Err* e) except -1:
+cdef int _raise_error(const RecordError* e) except -1:
     """Raise the exception for a code the nogil loops reported (messages as the pure twin's)."""
     cdef int code = e.code
     cdef Py_ssize_t where = e.position
@@ -315,8 +148,11 @@ cdef int _raise_error(Err* e) except -1:
     if code == E_TOO_LARGE:
         raise RecordTooLargeError(f"a record of {e.a} bytes does not fit an int32 length",
                                   position=where, limit=INT32_MAX_)
-    template = _CORRUPT_MESSAGES.get(code, "corrupt records (error {code})")
-    message = template.format(a=e.a, b=e.b, code=code)
+    if code < RECORD_ERROR_END:
+        message = record_error_message(e)
+    else:
+        message = _CORRUPT_MESSAGES.get(code, "corrupt records (error {code})").format(
+            a=e.a, b=e.b, code=code)
     raise CorruptRecordError(message, position=where)
 
 
@@ -326,20 +162,6 @@ cdef Py_ssize_t _check_count(object count, Py_ssize_t n) except -1:
         raise CorruptRecordError(f"Found invalid record count {count} for {n} bytes of records",
                                  position=0)
     return <Py_ssize_t>count
-
-
-cdef inline const uint8_t[::1] _as_view(object buffer):
-    cdef const uint8_t[::1] view
-    if isinstance(buffer, memoryview) and (buffer.ndim != 1 or buffer.itemsize != 1
-                                           or buffer.format != "B"):
-        buffer = buffer.cast("B")
-    view = buffer
-    return view
-
-
-cdef inline const uint8_t* _ptr(const uint8_t[::1] view) noexcept:
-    # &view[0] of an empty view would index past the end; nothing is read then
-    return &view[0] if view.shape[0] else NULL
 
 
 # -- the table -----------------------------------------------------------------------------
@@ -446,22 +268,22 @@ cdef inline void _hash_into(const OMap* m, const uint8_t* key, Py_ssize_t length
 
 cdef int _put_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
                    int64_t base_offset, int64_t start_offset, int64_t max_entries,
-                   KeyEntry* entries, Py_ssize_t* walked, Err* e) noexcept nogil:
+                   KeyEntry* entries, Py_ssize_t* walked, RecordError* e) noexcept nogil:
     """put_keys: validate and hash the section, then put in order (0 done, 1 stopped, -1 error)."""
-    cdef Rec r
+    cdef RecordSpan r
     cdef Py_ssize_t pos = 0, i, j, have = 0
     cdef int64_t offset
     for i in range(count):
         if _next_record(d, pos, n, &r, e):
             return -1
         if r.key_len >= 0:
-            offset = _add64(base_offset, r.offset_delta)
+            offset = add64(base_offset, r.offset_delta)
             if offset >= start_offset:
                 _hash_into(m, d + r.key_pos, r.key_len, &entries[have])
                 entries[have].offset = offset
                 entries[have].index = i
                 have += 1
-        pos = r.end
+        pos = r.next_pos
     if _check_end(pos, n, count, e):
         return -1
     for j in range(min(<Py_ssize_t>_PREFETCH, have)):
@@ -474,7 +296,7 @@ cdef int _put_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
             return 1
         if m.size >= m.slots:
             walked[0] = entries[j].index
-            return _fail(e, E_MAP_FULL, 0, 0, 0)
+            return record_fail(e, E_MAP_FULL, 0, 0, 0)
         _om_put(m, entries[j].digest, entries[j].slot, entries[j].offset)
     walked[0] = count
     return 0
@@ -483,16 +305,16 @@ cdef int _put_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
 cdef int _retain_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
                       int64_t base_offset, int64_t latest_offset, bint retain_deletes,
                       uint8_t* mask, KeyEntry* entries, Py_ssize_t* kept,
-                      Py_ssize_t* tombstones, Py_ssize_t* keyless, Err* e) noexcept nogil:
+                      Py_ssize_t* tombstones, Py_ssize_t* keyless, RecordError* e) noexcept nogil:
     """retained_mask: validate, decide what needs no lookup and hash the rest, then look up."""
-    cdef Rec r
+    cdef RecordSpan r
     cdef Py_ssize_t pos = 0, i, j, have = 0
     cdef int64_t offset
     cdef bint keep
     for i in range(count):
         if _next_record(d, pos, n, &r, e):
             return -1
-        offset = _add64(base_offset, r.offset_delta)
+        offset = add64(base_offset, r.offset_delta)
         if offset > latest_offset:
             # beyond this round's map: kept without a lookup
             mask[i] = 1
@@ -509,7 +331,7 @@ cdef int _retain_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
             entries[have].index = i
             entries[have].tombstone = r.value_len < 0
             have += 1
-        pos = r.end
+        pos = r.next_pos
     if _check_end(pos, n, count, e):
         return -1
     for j in range(min(<Py_ssize_t>_PREFETCH, have)):
@@ -740,12 +562,12 @@ cdef class SkimpyOffsetMap:
         ``(count, False)``, or ``(i, True)`` when the map already held ``max_entries``
         entries before the put of record ``i``.
         """
-        cdef const uint8_t[::1] view = _as_view(records)
+        cdef const uint8_t[::1] view = as_view(records)
         cdef Py_ssize_t n = view.shape[0]
-        cdef const uint8_t* d = _ptr(view)
+        cdef const uint8_t* d = view_ptr(view)
         cdef Py_ssize_t c, walked = 0
         cdef KeyEntry* entries = NULL
-        cdef Err err
+        cdef RecordError err
         cdef int status
         self._enter()
         c = _check_count(count, n)
@@ -771,12 +593,12 @@ cdef class SkimpyOffsetMap:
 
         See ``kafkastore/_pure/offset_map.py``. Returns a :class:`RetainResult`.
         """
-        cdef const uint8_t[::1] view = _as_view(records)
+        cdef const uint8_t[::1] view = as_view(records)
         cdef Py_ssize_t n = view.shape[0]
-        cdef const uint8_t* d = _ptr(view)
+        cdef const uint8_t* d = view_ptr(view)
         cdef Py_ssize_t c, kept = 0, tombstones = 0, keyless = 0
         cdef KeyEntry* entries = NULL
-        cdef Err err
+        cdef RecordError err
         cdef int status
         cdef bytes mask
         self._enter()
@@ -808,10 +630,10 @@ cdef int _select_plan(const uint8_t* d, Py_ssize_t n, Py_ssize_t count, const ui
                       int64_t base_timestamp, int64_t new_base_timestamp, bint rebase,
                       int64_t log_append_time, Piece* pieces, Py_ssize_t* npieces,
                       Py_ssize_t* size, int64_t* first_ts, int64_t* max_ts,
-                      Err* e) noexcept nogil:
+                      RecordError* e) noexcept nogil:
     """Validate the section and plan the output: one piece per kept record, and its size.
     With ``rebase`` the first kept record's timestamp is the new base."""
-    cdef Rec r
+    cdef RecordSpan r
     cdef Py_ssize_t pos = 0, i, k = 0, total = 0
     cdef int64_t ts, delta, length
     first_ts[0] = -1
@@ -819,10 +641,10 @@ cdef int _select_plan(const uint8_t* d, Py_ssize_t n, Py_ssize_t count, const ui
     for i in range(count):
         if _next_record(d, pos, n, &r, e):
             return -1
-        pos = r.end
+        pos = r.next_pos
         if not keep[i]:
             continue
-        ts = log_append_time if log_append_time >= 0 else _add64(base_timestamp, r.ts_delta)
+        ts = log_append_time if log_append_time >= 0 else add64(base_timestamp, r.ts_delta)
         if k == 0:
             first_ts[0] = ts
             if rebase:
@@ -833,17 +655,17 @@ cdef int _select_plan(const uint8_t* d, Py_ssize_t n, Py_ssize_t count, const ui
         pieces[k].start = r.start
         pieces[k].body = r.body
         pieces[k].ts_end = r.ts_end
-        pieces[k].end = r.end
+        pieces[k].end = r.next_pos
         if delta == r.ts_delta:
             pieces[k].verbatim = True
-            total += r.end - r.start
+            total += r.next_pos - r.start
         else:
             pieces[k].verbatim = False
             pieces[k].ts_delta = delta
             # attributes + new varlong + everything after the old varlong
-            length = 1 + uvarint_size(zigzag64(delta)) + (r.end - r.ts_end)
+            length = 1 + uvarint_size(zigzag64(delta)) + (r.next_pos - r.ts_end)
             if length > INT32_MAX_:
-                return _fail(e, E_TOO_LARGE, r.start, length, 0)
+                return record_fail(e, E_TOO_LARGE, r.start, length, 0)
             pieces[k].length = <int32_t>length
             total += uvarint_size(zigzag32(<int32_t>length)) + length
         k += 1
@@ -888,14 +710,14 @@ def select_records(records, count, mask, int64_t base_timestamp, new_base_timest
     cdef bint rebase = new_base_timestamp is None
     cdef int64_t c_new_base = 0 if rebase else new_base_timestamp
     cdef int64_t first_ts = -1, max_ts = -1
-    cdef const uint8_t[::1] view = _as_view(records)
-    cdef const uint8_t[::1] keep = _as_view(mask)
+    cdef const uint8_t[::1] view = as_view(records)
+    cdef const uint8_t[::1] keep = as_view(mask)
     cdef Py_ssize_t n = view.shape[0]
-    cdef const uint8_t* d = _ptr(view)
+    cdef const uint8_t* d = view_ptr(view)
     cdef Py_ssize_t c, npieces = 0, size = 0
-    cdef const uint8_t* k = _ptr(keep)
+    cdef const uint8_t* k = view_ptr(keep)
     cdef Piece* pieces = NULL
-    cdef Err err
+    cdef RecordError err
     cdef int status
     cdef bytes result
     cdef uint8_t* out

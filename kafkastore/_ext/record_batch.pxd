@@ -1,27 +1,10 @@
-# cdef API of the record_batch kernel, for other kernels to cimport (the
-# segment index builder and the log cleaner walk records without Python calls).
-# The Python API is in record_batch.pyi; the formats are documented in
-# kafkastore/_pure/record_batch.py.
+# cdef API of the record_batch kernel: its extension types' layouts, for other
+# kernels to cimport. The v2 record parser other kernels share is in
+# default_record.pxd (the cleaner's kernel walks records with it), the byte
+# readers in reader.pxd. The Python API is in record_batch.pyi; the formats are
+# documented in kafkastore/_pure/record_batch.py.
 cimport cython
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
-
-
-cdef struct RecordSpan:
-    int64_t ts_delta
-    int32_t offset_delta
-    Py_ssize_t key_pos         # positions are relative to the records section
-    int32_t key_len            # -1: null
-    Py_ssize_t value_pos
-    int32_t value_len          # -1: null
-    int32_t header_count
-    Py_ssize_t headers_pos
-    Py_ssize_t next_pos
-
-
-# Parse and fully validate one v2 record at ``pos`` of ``data[:end]``; raises
-# CorruptRecordError (with ``where`` as its position) on any malformed field.
-cdef int parse_record(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
-                      RecordSpan* out, Py_ssize_t where) except -1
 
 
 @cython.final
