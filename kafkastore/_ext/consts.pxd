@@ -1,5 +1,6 @@
 # Layout constants of Kafka's record formats, shared by the compiled kernels.
-# The _pure twins mirror these as module constants (kafkastore/_pure/record_batch.py).
+# The pure twins and the layers above the kernels take them from kafkastore/_pure/consts.py,
+# its Python mirror (tests/kernels/test_consts.py keeps the two equal).
 # cdef enum instead of DEF: DEF is deprecated in Cython 3.
 
 cdef enum:
