@@ -179,6 +179,7 @@ from kafkastore.errors import (
 )
 from kafkastore.file_records import BatchHeader, FileRecords
 from kafkastore.index import OffsetIndex, TimeIndex
+from kafkastore.kraft_message import MessageReader, kafka_uuid_string
 from kafkastore.producer_state import parse_snapshot
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -474,72 +475,29 @@ def _java_utf8_slow(src: bytes) -> str:
 # -- Kafka's JSON for KRaft control records ----------------------------------------------------
 
 
-class _MessageReader:
-    """Reads a flexible-version Kafka message (KRaft control record values)."""
+class _ControlValue(MessageReader):
+    """A KRaft control record's value (the shared KRaft message reader); its errors carry
+    the record's offset, worded as the dump has always worded them."""
+
+    __slots__ = ("offset",)
 
     def __init__(self, data: bytes, offset: int) -> None:
-        self.data, self.pos, self.offset = data, 0, offset
+        super().__init__(bytes(data))
+        self.offset = offset
 
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise CorruptRecordError("control record value ends before its message does",
-                                     offset=self.offset)
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
+    def error(self, message: str) -> CorruptRecordError:
+        return CorruptRecordError(message, offset=self.offset)
 
-    def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
+    def truncated(self, what: str, n: int) -> CorruptRecordError:
+        return self.error("control record value ends before its message does")
 
-    def uint16(self) -> int:
-        return struct.unpack(">H", self._take(2))[0]
+    def bad_varint(self, what: str, at: int, truncated: bool) -> CorruptRecordError:
+        if truncated:
+            return self.truncated(what, 1)
+        return self.error("Varint is too long")
 
-    def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
-
-    def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise CorruptRecordError("Varint is too long", offset=self.offset)
-
-    def uuid(self) -> str:
-        # Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding
-        return base64.urlsafe_b64encode(self._take(16)).rstrip(b"=").decode("ascii")
-
-    def string(self, field: str) -> str:
-        length = self.uvarint() - 1
-        if length < 0:
-            raise CorruptRecordError(f"non-nullable field {field} was serialized as null",
-                                     offset=self.offset)
-        if length > 0x7FFF:
-            raise CorruptRecordError(f"string field {field} had invalid length {length}",
-                                     offset=self.offset)
-        return java_utf8(self._take(length))
-
-    def array_length(self, field: str) -> int:
-        length = self.uvarint() - 1
-        if length < 0:
-            raise CorruptRecordError(f"non-nullable field {field} was serialized as null",
-                                     offset=self.offset)
-        if length > len(self.data) - self.pos:
-            raise CorruptRecordError(f"Tried to allocate a collection of size {length}, but "
-                                     f"there are only {len(self.data) - self.pos} bytes "
-                                     "remaining.", offset=self.offset)
-        return length
-
-    def tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()                 # tag: none is known, all are skipped
-            self._take(self.uvarint())
+    def decode(self, raw: bytes) -> str:
+        return java_utf8(raw)
 
 
 def _jackson(value: Any) -> str:
@@ -576,30 +534,32 @@ def _kraft_record(ctype: ControlRecordType, value: bytes | None, offset: int) ->
     if value is None:
         raise CorruptRecordError(f"{ctype.name} control record has a null value",
                                  offset=offset)
-    r = _MessageReader(value, offset)
-    out: dict[str, Any] = {"version": r.int16()}
+    r = _ControlValue(value, offset)
+    out: dict[str, Any] = {"version": r.int16("version")}
     if ctype == ControlRecordType.SNAPSHOT_HEADER:
-        out["lastContainedLogTimestamp"] = r.int64()
+        out["lastContainedLogTimestamp"] = r.int64("lastContainedLogTimestamp")
     elif ctype == ControlRecordType.KRAFT_VERSION:
-        out["kRaftVersion"] = r.int16()
+        out["kRaftVersion"] = r.int16("kRaftVersion")
     elif ctype == ControlRecordType.KRAFT_VOTERS:
         voters = []
         for _ in range(r.array_length("voters")):
-            voter: dict[str, Any] = {"voterId": r.int32(), "voterUuid": r.uuid()}
+            voter: dict[str, Any] = {"voterId": r.int32("voterId"),
+                                     "voterUuid": kafka_uuid_string(r.uuid("voterUuid"))}
             endpoints = []
             for _ in range(r.array_length("endpoints")):
                 endpoint = {"name": r.string("name"), "host": r.string("host"),
-                            "port": r.uint16()}
-                r.tagged_fields()
+                            "port": r.uint16("port")}
+                r.tagged_fields("Endpoint")
                 endpoints.append(endpoint)
             voter["endpoints"] = endpoints
-            feature = {"minSupportedVersion": r.int16(), "maxSupportedVersion": r.int16()}
-            r.tagged_fields()
+            feature = {"minSupportedVersion": r.int16("minSupportedVersion"),
+                       "maxSupportedVersion": r.int16("maxSupportedVersion")}
+            r.tagged_fields("KRaftVersionFeature")
             voter["kRaftVersionFeature"] = feature
-            r.tagged_fields()
+            r.tagged_fields("Voter")
             voters.append(voter)
         out["voters"] = voters
-    r.tagged_fields()
+    r.tagged_fields(_KRAFT_LABELS[ctype])
     return out
 
 
