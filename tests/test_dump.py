@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from kafkastore import cli
 from kafkastore.dump import DumpOptions, batch_line, dump_files, dumper, java_utf8, raw_batch
 from kafkastore.records import encode_batch, encode_control_batch, read_batch
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
@@ -127,7 +126,7 @@ def test_large_entries_are_crc_checked_in_windows(vectors_dir, monkeypatch):
 
 
 def test_batch_line_of_the_kernels_batches(vectors_dir):
-    """cli.batch_line (the demo's) is dump's formatter, for kernel batch objects too."""
+    """dump's batch line formatter, for kernel batch objects too."""
     directory = vectors_dir / "segments" / "s2_mixed_magic"
     data = (directory / f"{S2}.log").read_bytes()
     lines = expected("s2_mixed_magic.log", directory).splitlines()[2:]
@@ -135,7 +134,6 @@ def test_batch_line_of_the_kernels_batches(vectors_dir):
     for line in lines:
         batch = read_batch(data, pos)
         assert batch_line(batch) == line
-        assert cli.batch_line(batch) == line
         pos += batch.size_in_bytes
 
 
