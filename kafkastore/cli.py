@@ -32,20 +32,7 @@ from kafkastore import __version__, _fileio, records
 from kafkastore._kernels import BACKEND
 from kafkastore.errors import KafkaStoreError
 
-__all__ = ["main", "batch_line"]
-
-
-def batch_line(batch, position: int | None = None) -> str:
-    """One batch as ``kafka-dump-log.sh`` prints it (without ``--deep-iteration``).
-
-    Kafka's ``DumpLogSegments.printBatchLevel`` (kafka-storage.md 9.3): the v2 form starts
-    ``baseOffset: ...``, the v0/v1 form ``offset: <lastOffset>``. ``position`` defaults to
-    ``batch.position``. The formatter lives in :func:`kafkastore.dump.batch_line`, the
-    engine of ``dump-log``; this name is kept for the CLI's callers.
-    """
-    from kafkastore.dump import batch_line as _batch_line
-
-    return _batch_line(batch, position)
+__all__ = ["main"]
 
 
 # -- the log directory commands -------------------------------------------------------------

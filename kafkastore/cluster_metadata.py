@@ -20,8 +20,9 @@ What is read
 The record frame (Kafka's ``AbstractApiMessageSerde``)
     Each record value is an unsigned varint frame version (1; Kafka refuses 0, the format
     of the 2.8 preview, and anything else), an unsigned varint apiKey, an unsigned varint
-    message version, then the message. Only three messages are parsed; every other apiKey
-    is skipped without reading its body:
+    message version, then the message (read by :mod:`kafkastore.kraft_message`, the KRaft
+    message reader :mod:`kafkastore.dump` uses too). Only three messages are parsed;
+    every other apiKey is skipped without reading its body:
 
     * TopicRecord (apiKey 2, v0): ``Name`` string, ``TopicId`` uuid;
     * RemoveTopicRecord (apiKey 9, v0): ``TopicId`` uuid. The topic and its configs go
@@ -89,7 +90,6 @@ than the file or than the largest batch in it.
 
 from __future__ import annotations
 
-import base64
 import os
 import uuid
 from collections.abc import Callable
@@ -98,9 +98,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kafkastore import _fileio
-from kafkastore._kernels import varint as _varint
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.file_records import read_chunks
+from kafkastore.kraft_message import FRAME_VERSION, MessageReader, kafka_uuid_string, read_frame
 from kafkastore.records import decode_columns
 from kafkastore.segment import log_file_offset, snapshot_id_from_file_name
 
@@ -132,10 +132,7 @@ _PARSED = (_TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD,
 _NAMES = {_TOPIC_RECORD: "TopicRecord", _CONFIG_RECORD: "ConfigRecord",
           _REMOVE_TOPIC_RECORD: "RemoveTopicRecord"}
 
-_FRAME_VERSION = 1
-_MAX_STRING = 0x7FFF
 _CHUNK = 4 << 20     # a read; a larger batch gets a read of its own size
-_MASK32 = 0xFFFFFFFF
 
 
 # -- the result ------------------------------------------------------------------------------
@@ -152,7 +149,7 @@ class TopicInfo:
     @property
     def kafka_topic_id(self) -> str:
         """The id as Kafka prints it (``Uuid.toString``: URL-safe base64, no padding)."""
-        return base64.urlsafe_b64encode(self.topic_id.bytes).rstrip(b"=").decode("ascii")
+        return kafka_uuid_string(self.topic_id)
 
 
 @dataclass(frozen=True)
@@ -252,73 +249,20 @@ def _files(partition_dir: str) -> tuple[tuple[int, int, str] | None, list[tuple[
 # -- the record reader -----------------------------------------------------------------------
 
 
-class _Message:
-    """One record value: reads the frame and the flexible fields, every length checked."""
+class _Message(MessageReader):
+    """One record value of the metadata log: the shared reader
+    (:class:`~kafkastore.kraft_message.MessageReader`), its errors saying which file,
+    record and batch."""
 
-    __slots__ = ("data", "pos", "path", "offset", "position")
+    __slots__ = ("path", "offset", "position")
 
     def __init__(self, data: bytes, path: str, offset: int, position: int) -> None:
-        self.data, self.pos = data, 0
+        super().__init__(data)
         self.path, self.offset, self.position = path, offset, position
 
     def error(self, message: str) -> CorruptRecordError:
         return CorruptRecordError(f"metadata record: {message}", path=self.path,
                                   offset=self.offset, position=self.position)
-
-    def take(self, n: int, what: str) -> bytes:
-        left = len(self.data) - self.pos
-        if n > left:
-            raise self.error(f"{what} needs {n} bytes, but the value has {left} left "
-                             f"(at byte {self.pos})")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def uvarint(self, what: str) -> int:
-        """Kafka's ``readUnsignedVarint`` (at most 5 bytes), as an unsigned 32-bit value."""
-        data, pos = self.data, self.pos
-        if pos < len(data) and data[pos] < 0x80:          # nearly every varint here
-            self.pos = pos + 1
-            return data[pos]
-        try:
-            value, self.pos = _varint.decode_varint(data, pos)
-        except CorruptRecordError as exc:
-            raise self.error(f"{what}: {exc.message} (at byte {pos})") from None
-        # the kernel undoes the zig-zag mapping; map it back to the raw unsigned value
-        return ((value << 1) ^ (value >> 31)) & _MASK32
-
-    def short(self, what: str) -> int:
-        value = self.uvarint(what)
-        if value > 0x7FFF:
-            raise self.error(f"value for {what} was too large: {value}")
-        return value
-
-    def string(self, what: str, *, nullable: bool = False) -> str | None:
-        raw = self.uvarint(what)
-        length = (raw if raw < 0x80000000 else raw - (1 << 32)) - 1   # a Java int, minus 1
-        if length < 0:
-            if nullable:
-                return None
-            raise self.error(f"non-nullable field {what} was serialized as null")
-        if length > _MAX_STRING:
-            raise self.error(f"string field {what} had invalid length {length}")
-        return self.take(length, what).decode("utf-8", "replace")
-
-    def uuid(self, what: str) -> uuid.UUID:
-        return uuid.UUID(bytes=self.take(16, what))
-
-    def int8(self, what: str) -> int:
-        b = self.take(1, what)[0]
-        return b - 256 if b > 127 else b
-
-    def end(self, name: str) -> None:
-        """The tagged fields (all unknown here, skipped) and nothing after them."""
-        for _ in range(self.uvarint(f"{name} tagged field count")):
-            self.uvarint(f"{name} tag")
-            self.take(self.uvarint(f"{name} tagged field size"), f"{name} tagged field")
-        left = len(self.data) - self.pos
-        if left:
-            raise self.error(f"found {left} byte(s) of garbage after {name}")
 
 
 # -- replay ----------------------------------------------------------------------------------
@@ -362,15 +306,7 @@ class _State:
             self.configs.setdefault((rtype, rname), {})[key] = value
 
     def replay(self, m: _Message) -> None:
-        frame = m.short("frame version")
-        if frame != _FRAME_VERSION:
-            if frame == 0:
-                raise m.error("frame version 0 (the KRaft preview format of Kafka 2.8) "
-                              "is not supported, as in Kafka")
-            raise m.error(f"unknown frame version {frame} (only frame version "
-                          f"{_FRAME_VERSION} is supported)")
-        api_key = m.short("type")
-        version = m.short("version")
+        api_key, version = read_frame(m)
         if api_key not in _PARSED:
             return
         if api_key >= _BEGIN_TRANSACTION and not self.transactions:
@@ -478,7 +414,7 @@ def _replay_columns(state: _State, cols, scan, path: str, chunk_pos: int,
     first = np.zeros((3, n), dtype=np.uint8)
     for k in range(3):
         first[k, whole] = vd[starts[whole] + k]
-    plain = whole & (first[0] == _FRAME_VERSION) & (first[1] < 0x80) & (first[2] < 0x80)
+    plain = whole & (first[0] == FRAME_VERSION) & (first[1] < 0x80) & (first[2] < 0x80)
     # anything not plain (a wrong frame, a short or null value, a long varint) and the
     # apiKeys parsed here go through the full reader, which raises for the bad ones
     slow = wanted & (~plain | np.isin(first[1], _PARSED))

@@ -1,24 +1,28 @@
 """Opening a partition directory: Kafka's ``LogLoader`` for :class:`~kafkastore.log.Log`.
 
-:func:`load` runs Kafka's steps (kafka-storage.md 5.10) on a :class:`Log` that has no
-segments yet, filling in its segments, end offset, recovery point, log start offset,
-leader epochs and producer state:
+:func:`load` is ``LogLoader.load`` (kafka-storage.md 5.10): on a :class:`Log` that has no
+segments yet it runs Kafka's steps, in Kafka's order and under Kafka's names, filling in
+the segments, end offset, recovery point, log start offset, leader epochs and producer
+state:
 
-* steps 1-4, temporary files: ``.deleted`` files go, ``.cleaned`` files go, ``.swap``
-  files of an unfinished split go, and a checkpoint's ``.tmp`` a crash left; an
-  interrupted swap is completed (the segments its ``.swap`` files replace go, the
-  ``.swap`` files lose their suffix);
-* step 5: every ``.log`` is opened as a segment (orphaned indexes deleted, a segment
-  whose offset index is missing recovered at once, the index contents checked on first
-  use);
-* step 7: after an unclean shutdown every segment from the recovery point on is
+* ``removeTempFilesAndCollectSwapFiles``: ``.deleted`` files go, ``.cleaned`` files go,
+  ``.swap`` files of an unfinished split go, and a checkpoint's ``.tmp`` a crash left;
+* the interrupted swaps are completed (the second and third passes of ``load``: the
+  segments the ``.swap`` files replace go, the ``.swap`` files lose their suffix);
+* ``loadSegmentFiles``: every ``.log`` is opened as a segment (orphaned indexes
+  deleted, a segment whose offset index is missing recovered at once, the index
+  contents checked on first use);
+* ``recoverLog``: after an unclean shutdown every segment from the recovery point on is
   recovered (:func:`recover_segment`); the first one with a bad tail is cut and every
-  later segment deleted; a log whose end falls below the log start offset is emptied;
-* steps 8-10: the active segment's indexes get their full size back, the leader epochs
-  are cut to the log, the log start offset is the checkpoint's or the first base;
-* step 11: stray producer snapshots go and the producer state is rebuilt at the log end
-  offset (:func:`rebuild_producer_state`: the latest good snapshot, then the batches
-  after it).
+  later segment deleted; a log whose end falls below the log start offset is emptied
+  (``deleteSegmentsIfLogStartGreaterThanLogEnd``); an empty log gets its segment;
+* the active segment's indexes get their full size back, the leader epochs are cut to
+  the log, the log start offset is the checkpoint's or the first base;
+* stray producer snapshots go and the producer state is rebuilt at the log end offset
+  (:func:`rebuild_producer_state`, ``UnifiedLog.rebuildProducerState``: the latest good
+  snapshot, then the batches after it).
+
+A ``-delete`` directory is opened without recovery, as in Kafka.
 
 The functions work on the log's internals: this module is the loading half of the log
 layer, split from :mod:`kafkastore.log` to keep one concern per file. They run before the
@@ -43,6 +47,7 @@ from kafkastore.errors import (
     UnsafePathError,
 )
 from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from kafkastore.log_dir import DELETE_DIR_SUFFIX
 from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME
 from kafkastore.producer_state import (
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
@@ -73,8 +78,48 @@ _STALE_TEMP_FILES = frozenset(name + TEMP_SUFFIX for name in (
 
 
 def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> None:
-    fs = _fileio.fs
+    """Kafka's ``LogLoader.load``: its steps, in its order, on a log with no segments yet.
+
+    ``clean`` says whether the last shutdown was clean (no recovery then);
+    ``recovery_point`` and ``log_start_offset`` are the checkpointed values.
+    """
     log._epochs = LeaderEpochFileCache(log.dir)
+    swap_files = _remove_temp_files_and_collect_swap_files(log)
+    _complete_swap_operations(log, swap_files)
+    snapshots = _load_segment_files(log, log_start_offset)
+    log._producers = log._new_producer_state(snapshots)
+    if log.dir.rstrip(os.sep).endswith(DELETE_DIR_SUFFIX):
+        _load_dir_marked_for_deletion(log)
+        return
+    log._next_offset, log._recovery_point = _recover_log(log, clean, recovery_point,
+                                                         log_start_offset)
+    # the active segment's indexes get their full size back (a clean shutdown trimmed
+    # them), or it would look full and roll at once
+    active = log._segments[-1]
+    active.offset_index.resize(log.config.segment_index_bytes)
+    active.time_index.resize(log.config.segment_index_bytes)
+    log._log_start_offset = max(log_start_offset, log._segments[0].base_offset)
+    # the epochs of what the log holds (a checkpoint written before a crash may run
+    # past the recovered end, or below a start offset that moved since)
+    log._epochs.truncate_from_end(log._next_offset)
+    log._epochs.truncate_from_start(log._log_start_offset)
+    # the state at the log end offset, built afresh: the recovery's scratch managers
+    # wrote and deleted snapshots, so the stray ones are found by listing again
+    log._producers.remove_stray_snapshots(log._bases, reload=log._recovered_segments)
+    rebuild_producer_state(log, log._producers, log._next_offset, clean)
+
+
+def _remove_temp_files_and_collect_swap_files(log: Log) -> list[str]:
+    """Kafka's ``removeTempFilesAndCollectSwapFiles``: ``.deleted`` files go (not a KRaft
+    snapshot's ``.checkpoint.deleted``), ``.cleaned`` files go, and so do the ``.swap``
+    files at or past the lowest ``.cleaned`` base (an unfinished split); the names of the
+    ``.swap`` files left are returned. A checkpoint's ``.tmp`` that a crash left goes too
+    (the next write replaces it anyway; without this it would stay until then).
+
+    The directory is refused (:class:`~kafkastore.errors.UnsafePathError`) when a
+    segment, index, snapshot or swap file in it is a symlink.
+    """
+    fs = _fileio.fs
     with os.scandir(log.dir) as listing:
         names = []
         for entry in listing:
@@ -88,9 +133,6 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
                     path=path, log_dir=log.dir)
             names.append(entry.name)
     names.sort()
-    # 1. temporary files: .deleted go, .cleaned go, .swap past a .cleaned go; and the
-    # .tmp of a checkpoint of this directory whose write a crash interrupted (the
-    # write replaces it anyway; without this it would stay until the next change)
     cleaned_min = None
     swaps = []
     for name in names:
@@ -118,8 +160,16 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
             fs.unlink(os.path.join(log.dir, name))  # part of an unfinished split
         else:
             valid_swaps.append(name)
-    # 2-3. the segments an interrupted swap was replacing
-    swap_logs = [n for n in valid_swaps
+    return valid_swaps
+
+
+def _complete_swap_operations(log: Log, swap_files: list[str]) -> None:
+    """The swaps a crash interrupted are finished (the second and third passes of Kafka's
+    ``load``): the segment files in the offset range the ``.swap`` segments cover go
+    (they were compacted or split into the swaps), then every ``.swap`` file loses its
+    suffix."""
+    fs = _fileio.fs
+    swap_logs = [n for n in swap_files
                  if n[:-len(SWAP_FILE_SUFFIX)].endswith(LOG_FILE_SUFFIX)
                  and _offset_or_none(n) is not None]
     if swap_logs:
@@ -141,11 +191,18 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
             off = _offset_or_none(name)
             if off is not None and min_base <= off < max_next and _is_segment_file(name):
                 fs.unlink(os.path.join(log.dir, name))
-    # 4. finish the swap
-    for name in valid_swaps:
+    for name in swap_files:
         fs.rename(os.path.join(log.dir, name),
                   os.path.join(log.dir, name[:-len(SWAP_FILE_SUFFIX)]))
-    # 5. load the segments
+
+
+def _load_segment_files(log: Log, log_start_offset: int) -> list[int]:
+    """Kafka's ``loadSegmentFiles``: every ``.log`` opened as a segment, in offset order;
+    an index without its ``.log`` deleted; a segment whose offset index is missing
+    recovered at once (:func:`recover_segment`); the other index checks deferred to each
+    index's first use, so that opening maps no index file. Returns the offsets of the
+    producer snapshots found in the same pass over the names."""
+    fs = _fileio.fs
     with os.scandir(log.dir) as listing:
         is_file = {e.name: e.is_file() for e in listing}   # d_type: no stat per file
     names = sorted(is_file)
@@ -187,48 +244,54 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
             recover_segment(log, seg, log_start_offset)
         segments.append(seg)
     log._set_segments(segments)
-    log._producers = log._new_producer_state(snapshots)
-    is_deleted_dir = log.dir.rstrip(os.sep).endswith("-delete")
-    if is_deleted_dir:
-        if not log._segments:
-            log._set_segments([log._new_segment(0)])
-        log._next_offset = log._segments[-1].read_next_offset()
-        log._recovery_point = 0
-        log._log_start_offset = 0
-        return
-    # 7. recover
+    return snapshots
+
+
+def _load_dir_marked_for_deletion(log: Log) -> None:
+    """A ``-delete`` directory is opened only to be deleted: no recovery, as in Kafka's
+    ``load``; an empty one gets a segment at 0, and the offsets start at 0."""
+    if not log._segments:
+        log._set_segments([log._new_segment(0)])
+    log._next_offset = log._segments[-1].read_next_offset()
+    log._recovery_point = 0
+    log._log_start_offset = 0
+
+
+def _recover_log(log: Log, clean: bool, recovery_point: int,
+                 log_start_offset: int) -> tuple[int, int]:
+    """Kafka's ``recoverLog``: after an unclean shutdown the segments from the recovery
+    point on are recovered (:func:`_recover_from`); a log that ends below the log start
+    offset is emptied (``deleteSegmentsIfLogStartGreaterThanLogEnd``); an empty log gets
+    its active segment at the log start offset. Returns ``(next offset, recovery
+    point)``: the log end, and the checkpoint's recovery point capped by it (the end
+    after a clean shutdown)."""
     if not clean:
         _recover_from(log, recovery_point, log_start_offset)
-    if log._segments:
-        next_offset = log._segments[-1].read_next_offset()
-        if next_offset < log_start_offset:
-            logger.warning("Log end offset %d is below the log start offset %d: deleting all "
-                           "segments", next_offset, log_start_offset)
-            for seg in log._segments:
-                seg.close_handlers()
-                seg.delete_if_exists()
-            log._set_segments([])
-            log._epochs.clear()
-            log._producers.truncate_fully_and_start_at(log_start_offset)
+    _delete_segments_if_log_start_greater_than_log_end(log, log_start_offset)
     if not log._segments:
         log._set_segments([log._new_segment(log_start_offset)])
-    log._next_offset = log._segments[-1].read_next_offset()
-    log._recovery_point = log._next_offset if clean else min(recovery_point,
-                                                               log._next_offset)
-    # 8. the active segment must not look full
-    active = log._segments[-1]
-    active.offset_index.resize(log.config.segment_index_bytes)
-    active.time_index.resize(log.config.segment_index_bytes)
-    # 10.
-    log._log_start_offset = max(log_start_offset, log._segments[0].base_offset)
-    # the epochs of what the log holds (a checkpoint written before a crash may run
-    # past the recovered end, or below a start offset that moved since)
-    log._epochs.truncate_from_end(log._next_offset)
-    log._epochs.truncate_from_start(log._log_start_offset)
-    # 11. producer state: stray snapshots go, then the state at the log end offset
-    # (a recovery's scratch managers wrote and deleted snapshots: list them again)
-    log._producers.remove_stray_snapshots(log._bases, reload=log._recovered_segments)
-    rebuild_producer_state(log, log._producers, log._next_offset, clean)
+    next_offset = log._segments[-1].read_next_offset()
+    return next_offset, next_offset if clean else min(recovery_point, next_offset)
+
+
+def _delete_segments_if_log_start_greater_than_log_end(log: Log,
+                                                        log_start_offset: int) -> None:
+    """Kafka's step of the same name: a log whose end is below the checkpointed start
+    (its segment files deleted by hand) loses every segment, its epochs and its
+    producer state."""
+    if not log._segments:
+        return
+    next_offset = log._segments[-1].read_next_offset()
+    if next_offset < log_start_offset:
+        logger.warning("Log end offset %d is below the log start offset %d: deleting all "
+                       "segments", next_offset, log_start_offset)
+        for seg in log._segments:
+            seg.close_handlers()
+            seg.delete_if_exists()
+        log._set_segments([])
+        log._epochs.clear()
+        log._producers.truncate_fully_and_start_at(log_start_offset)
+
 
 def recover_segment(log: Log, seg: LogSegment, log_start_offset: int = 0) -> int:
     """Kafka's ``LogLoader.recoverSegment``: the producer state at the segment's base
@@ -242,6 +305,7 @@ def recover_segment(log: Log, seg: LogSegment, log_start_offset: int = 0) -> int
     truncated = seg.recover(producers)
     producers.take_snapshot()
     return truncated
+
 
 def rebuild_producer_state(log: Log, producers: ProducerStateManager, last_offset: int,
                             reload_from_clean_shutdown: bool,
@@ -288,6 +352,7 @@ def rebuild_producer_state(log: Log, producers: ProducerStateManager, last_offse
     producers.update_map_end_offset(last_offset)
     producers.take_snapshot()
 
+
 def _replay_segment(producers: ProducerStateManager, seg: LogSegment, begin: int,
                     last_offset: int, holds_last: bool) -> None:
     """Replay ``seg``'s batches from ``begin`` up to, not including, ``last_offset``."""
@@ -301,6 +366,7 @@ def _replay_segment(producers: ProducerStateManager, seg: LogSegment, begin: int
             limit = end.position
     walk = seg.log.walk_headers(found.position, end=limit)
     producers.apply_batches(iter_producer_batches(walk, seg.log.read, seg.log.path))
+
 
 def _recover_from(log: Log, recovery_point: int, log_start_offset: int = 0) -> None:
     segments = list(log._segments)
@@ -324,6 +390,7 @@ def _recover_from(log: Log, recovery_point: int, log_start_offset: int = 0) -> N
                 later.delete_if_exists()
             log._set_segments(segments[:i + 1])
             return
+
 
 def _assign_epochs_of(log: Log, seg: LogSegment) -> None:
     """Assign the leader epochs of a recovered segment's v2 batches to the cache."""

@@ -30,7 +30,6 @@ from kafkastore.txn_index import AbortedTxn, TransactionIndex
 __all__ = [
     "LogSegment",
     "LogSegmentOffsetOverflowError",
-    "RollParams",
     "TimestampAndOffset",
     "filename_prefix_from_offset",
     "segment_file",
@@ -90,17 +89,6 @@ def max_timestamp_record(headers, read, timestamp: int) -> TimestampAndOffset | 
                                           epoch if epoch >= 0 else None)
         return None
     return None
-
-
-class RollParams(NamedTuple):
-    """Kafka's ``RollParams``: what :meth:`LogSegment.should_roll` weighs."""
-
-    max_segment_ms: int
-    max_segment_bytes: int
-    max_timestamp_in_messages: int
-    max_offset_in_messages: int
-    messages_size: int
-    now: int
 
 
 def filename_prefix_from_offset(offset: int) -> str:
@@ -574,15 +562,16 @@ class LogSegment:
         ts = self._rolling_based_timestamp
         return ts if ts is not None and ts >= 0 else _LONG_MAX
 
-    def should_roll(self, params: RollParams) -> bool:
-        """Kafka's five roll conditions (size, time with jitter, full indexes, offset range)."""
-        return self.needs_roll(params.messages_size, params.max_timestamp_in_messages,
-                               params.max_offset_in_messages, params.now,
-                               params.max_segment_bytes, params.max_segment_ms)
-
     def needs_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now: int,
                    max_segment_bytes: int, max_segment_ms: int) -> bool:
-        """:meth:`should_roll` without the :class:`RollParams` (the append path's form)."""
+        """Kafka's ``LogSegment.shouldRoll``: whether an append of ``messages_size`` bytes
+        (its largest timestamp ``max_timestamp``, its last offset ``max_offset``) at time
+        ``now`` must go to a new segment. Kafka's five conditions, in its order: the
+        segment would pass ``max_segment_bytes``; it is not empty and has waited longer
+        than ``max_segment_ms`` minus its jitter (:meth:`time_waited_for_roll`); its
+        offset index or its time index is full; ``max_offset`` is not an int32 offset
+        relative to the base. (Kafka passes these in a ``RollParams``; the append path
+        has them at hand.)"""
         size = self.log.size
         if size > max_segment_bytes - messages_size:
             return True

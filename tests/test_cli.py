@@ -52,17 +52,22 @@ def test_demo_rejects_a_bad_size(tmp_path, capsys):
     assert "--records must be at least 1" in capsys.readouterr().err
 
 
-def test_batch_line_follows_kafka_dump_log(tmp_path):
+def test_dump_log_batch_line_follows_kafka_dump_log(tmp_path, capsys):
     data = ks.encode_batch([(b"k", b"v", 1700000000000)], base_offset=7, producer_id=9,
                            producer_epoch=2, base_sequence=5, partition_leader_epoch=3)
     batch = ks.read_batch(data)
-    line = cli.batch_line(batch)
-    assert line == (
+    segment = tmp_path / "00000000000000000007.log"
+    segment.write_bytes(data)
+    assert cli.main(["dump-log", "--files", str(segment)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        f"Dumping {segment}",
+        "Log starting offset: 7",
         "baseOffset: 7 lastOffset: 7 count: 1 baseSequence: 5 lastSequence: 5 producerId: 9 "
         "producerEpoch: 2 partitionLeaderEpoch: 3 isTransactional: false isControl: false "
         "deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1700000000000 "
-        f"size: {len(data)} magic: 2 compresscodec: none crc: {batch.crc} isvalid: true"
-    )
+        f"size: {len(data)} magic: 2 compresscodec: none crc: {batch.crc} isvalid: true",
+    ]
 
 
 def test_errors_become_exit_codes(tmp_path, capsys):

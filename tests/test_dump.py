@@ -25,9 +25,7 @@ from pathlib import Path
 
 import pytest
 
-import kafkastore.dump as dump_mod
-from kafkastore import cli
-from kafkastore.dump import DumpOptions, batch_line, dump_files, java_utf8
+from kafkastore.dump import DumpOptions, batch_line, dump_files, dumper, java_utf8, raw_batch
 from kafkastore.records import encode_batch, encode_control_batch, read_batch
 from kafkastore.types import CompressionType, ControlRecordType, TimestampType
 
@@ -118,8 +116,8 @@ def test_several_files_in_one_run(vectors_dir, segment):
 def test_large_entries_are_crc_checked_in_windows(vectors_dir, monkeypatch):
     # every entry takes the streaming path (header read from the file, CRC in windows):
     # the lines must not change
-    monkeypatch.setattr(dump_mod, "_STREAM_THRESHOLD", 0)
-    monkeypatch.setattr(dump_mod, "_STREAM_WINDOW", 100)
+    monkeypatch.setattr(dumper, "_STREAM_THRESHOLD", 0)
+    monkeypatch.setattr(raw_batch, "_STREAM_WINDOW", 100)
     for segment, base in SEGMENTS.items():
         directory = vectors_dir / "segments" / segment
         rc, out, err = run([directory / f"{base}.log"])
@@ -128,7 +126,7 @@ def test_large_entries_are_crc_checked_in_windows(vectors_dir, monkeypatch):
 
 
 def test_batch_line_of_the_kernels_batches(vectors_dir):
-    """cli.batch_line (the demo's) is dump's formatter, for kernel batch objects too."""
+    """dump's batch line formatter, for kernel batch objects too."""
     directory = vectors_dir / "segments" / "s2_mixed_magic"
     data = (directory / f"{S2}.log").read_bytes()
     lines = expected("s2_mixed_magic.log", directory).splitlines()[2:]
@@ -136,7 +134,6 @@ def test_batch_line_of_the_kernels_batches(vectors_dir):
     for line in lines:
         batch = read_batch(data, pos)
         assert batch_line(batch) == line
-        assert cli.batch_line(batch) == line
         pos += batch.size_in_bytes
 
 
@@ -615,6 +612,34 @@ def test_control_record_types(tmp_path):
     log.write_bytes(encode_batch([(b"\x00", b"", 50)], is_control=True))
     rc, _out, err = run([log], deep_iteration=True)
     assert rc == 1 and "fewer than 4 bytes" in err
+
+
+_VOTER = struct.pack(">h", 0) + b"\x02" + struct.pack(">i", 3) + bytes(range(16))  # 1 voter
+
+
+@pytest.mark.parametrize("type_id, value, reason", [
+    (5, struct.pack(">h", 0) + b"\x00", "control record value ends before its message does"),
+    (5, None, "KRAFT_VERSION control record has a null value"),
+    (3, struct.pack(">h", 0) + b"\x00\x00", "control record value ends before its message does"),
+    (6, struct.pack(">h", 0) + b"\x80", "control record value ends before its message does"),
+    (6, struct.pack(">h", 0) + b"\x80" * 5 + b"\x01", "Varint is too long"),
+    (6, struct.pack(">h", 0) + b"\x65",
+     "Tried to allocate a collection of size 100, but there are only 0 bytes remaining."),
+    (6, struct.pack(">h", 0) + b"\x00", "non-nullable field voters was serialized as null"),
+    # 2**32 - 1 is Java's int -1: the length -2 is a null, as Kafka's generated reader says
+    (6, struct.pack(">h", 0) + b"\xff\xff\xff\xff\x0f",
+     "non-nullable field voters was serialized as null"),
+    (6, _VOTER + b"\x02\x00", "non-nullable field name was serialized as null"),
+    (6, _VOTER + b"\x02\x81\x80\x02" + b"a" * 0x8000,
+     "string field name had invalid length 32768"),
+    (6, _VOTER + b"\x02\x10abc", "control record value ends before its message does"),
+    (6, struct.pack(">h", 0) + b"\x01\x01\x00\x09ab",          # a tag's size past the end
+     "control record value ends before its message does"),
+], ids=lambda v: v.hex()[:16] if isinstance(v, bytes) else None)
+def test_bad_kraft_control_record_values_stop_the_file(tmp_path, type_id, value, reason):
+    log = _control(tmp_path, type_id, value)
+    rc, _out, err = run([log], deep_iteration=True)
+    assert (rc, err) == (1, f"kafkastore: {log}: {reason} (offset 0)\n")
 
 
 def test_kraft_snapshot_files(tmp_path):

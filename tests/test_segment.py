@@ -1,6 +1,8 @@
 """kafkastore.segment.LogSegment: Kafka's LogSegmentTest (kafka-storage.md §10.5) and the
-rules of §4 (append and its index rule, read, recover, should_roll, truncate_to,
-find_offset_by_timestamp, file suffixes).
+rules of §4 (append and its index rule, read, recover, needs_roll, truncate_to,
+find_offset_by_timestamp, file suffixes). The roll rules are asked as the log's append asks
+them: ``needs_roll(messages_size, max_timestamp, max_offset, now, max_segment_bytes,
+max_segment_ms)``.
 
 As in Kafka's test, segments are built from v1 uncompressed messages (one entry per
 message, timestamp = offset * 10) with index.interval.bytes 10 unless noted. Expected values
@@ -24,7 +26,6 @@ from kafkastore.records import encode_batch, iter_batches
 from kafkastore.segment import (
     LogSegment,
     LogSegmentOffsetOverflowError,
-    RollParams,
     TimestampAndOffset,
 )
 
@@ -290,14 +291,11 @@ def test_truncate_empty_segment(tmp_path, segments):
     assert reopened.time_waited_for_roll(time(), NO_TIMESTAMP) == 0
     assert not reopened.time_index.is_full()
     assert not reopened.offset_index.is_full()
-    assert not reopened.should_roll(RollParams(max_segment_ms, INT_MAX, NO_TIMESTAMP, 100,
-                                               1024, time()))
+    assert not reopened.needs_roll(1024, NO_TIMESTAMP, 100, time(), INT_MAX, max_segment_ms)
     time.sleep(max_segment_ms + 1)
     assert reopened.time_waited_for_roll(time(), NO_TIMESTAMP) == max_segment_ms + 1
-    assert not reopened.should_roll(RollParams(max_segment_ms, INT_MAX, NO_TIMESTAMP, 100,
-                                               1024, time()))
-    assert reopened.should_roll(RollParams(max_segment_ms, INT_MAX, NO_TIMESTAMP,
-                                           INT_MAX + 200, 1024, time()))
+    assert not reopened.needs_roll(1024, NO_TIMESTAMP, 100, time(), INT_MAX, max_segment_ms)
+    assert reopened.needs_roll(1024, NO_TIMESTAMP, INT_MAX + 200, time(), INT_MAX, max_segment_ms)
 
 
 def test_reload_largest_timestamp_and_next_offset_after_truncation(segments):
@@ -646,16 +644,16 @@ def test_on_become_inactive_segment_trims_every_file(segments):
     assert time_index_entries(seg.time_index_path) == [(50, 0), (90, 2)]
 
 
-def test_should_roll_on_size(segments):
+def test_needs_roll_on_size(segments):
     """§4.5 rule 1: roll when size > segment.bytes - messagesSize."""
     seg = segments(0)
     seg.append(0, 1, 0, records(0, "hello"))
     size = seg.size
-    assert not seg.should_roll(RollParams(LONG_MAX, size + 10, 1, 1, 10, 0))
-    assert seg.should_roll(RollParams(LONG_MAX, size + 9, 1, 1, 10, 0))
+    assert not seg.needs_roll(10, 1, 1, 0, size + 10, LONG_MAX)
+    assert seg.needs_roll(10, 1, 1, 0, size + 9, LONG_MAX)
 
 
-def test_should_roll_on_time_uses_message_timestamps(segments):
+def test_needs_roll_on_time_uses_message_timestamps(segments):
     """§4.5 rule 2: with a first-batch timestamp, the time waited is the incoming batch's
     timestamp minus it (not the clock); without one, now - created."""
     time = MockTime()
@@ -664,18 +662,17 @@ def test_should_roll_on_time_uses_message_timestamps(segments):
     seg.append(0, first_ts, 0, records(0, "a"))  # largestTimestamp sets the rolling timestamp
     segment_ms = 1000
     assert seg.time_waited_for_roll(time() + 10**9, first_ts + 7) == 7
-    assert not seg.should_roll(RollParams(segment_ms, INT_MAX, first_ts + segment_ms, 1, 1,
-                                          time() + 10**9))
-    assert seg.should_roll(RollParams(segment_ms, INT_MAX, first_ts + segment_ms + 1, 1, 1, 0))
+    assert not seg.needs_roll(1, first_ts + segment_ms, 1, time() + 10**9, INT_MAX, segment_ms)
+    assert seg.needs_roll(1, first_ts + segment_ms + 1, 1, 0, INT_MAX, segment_ms)
 
     untimed = segments(100, time_ms=time)
     untimed.append(100, NO_TIMESTAMP, -1, encode_batch([(None, b"v0", None)], magic=0,
                                                        base_offset=100))
     time.sleep(segment_ms)
     assert untimed.time_waited_for_roll(time(), 123456) == segment_ms
-    assert not untimed.should_roll(RollParams(segment_ms, INT_MAX, 123456, 101, 1, time()))
+    assert not untimed.needs_roll(1, 123456, 101, time(), INT_MAX, segment_ms)
     time.sleep(1)
-    assert untimed.should_roll(RollParams(segment_ms, INT_MAX, 123456, 101, 1, time()))
+    assert untimed.needs_roll(1, 123456, 101, time(), INT_MAX, segment_ms)
 
 
 def test_empty_segment_never_rolls_on_time(segments):
@@ -683,7 +680,7 @@ def test_empty_segment_never_rolls_on_time(segments):
     seg = segments(0, time_ms=time)
     time.sleep(10**9)
     assert seg.time_waited_for_roll(time(), NO_TIMESTAMP) == 10**9
-    assert not seg.should_roll(RollParams(1, INT_MAX, NO_TIMESTAMP, 0, 1, time()))
+    assert not seg.needs_roll(1, NO_TIMESTAMP, 0, time(), INT_MAX, 1)
 
 
 def test_roll_jitter(tmp_path, segments):
@@ -701,7 +698,7 @@ def test_roll_jitter(tmp_path, segments):
         seg.append(i * 10, 1000, i * 10, records(i * 10, "x"))
 
         def rolls(ts):
-            return seg.should_roll(RollParams(segment_ms, INT_MAX, ts, i * 10 + 1, 1, 0))
+            return seg.needs_roll(1, ts, i * 10 + 1, 0, INT_MAX, segment_ms)
 
         assert not rolls(1000 + segment_ms - max_jitter)
         assert not rolls(1000 + segment_ms - seg.roll_jitter_ms)
@@ -711,40 +708,42 @@ def test_roll_jitter(tmp_path, segments):
     assert no_jitter.roll_jitter_ms == 0
 
 
-def test_should_roll_when_offset_index_is_full(segments):
+def test_needs_roll_when_offset_index_is_full(segments):
     """§4.5 rule 3 (v0 messages: the time index stays empty, so only the offset index
     fills): 24-byte indexes hold 3 offset entries."""
     seg = segments(0, cfg=config(segment_index_bytes=24))
-    params = RollParams(LONG_MAX, INT_MAX, NO_TIMESTAMP, 10, 1, 0)
+    params = dict(messages_size=1, max_timestamp=NO_TIMESTAMP, max_offset=10, now=0,
+                  max_segment_bytes=INT_MAX, max_segment_ms=LONG_MAX)
     for offset in range(3):
         seg.append(offset, NO_TIMESTAMP, -1, encode_batch([(None, b"v0", None)], magic=0,
                                                           base_offset=offset))
     assert seg.offset_index.entries == 2 and seg.time_index.entries == 0
-    assert not seg.should_roll(params)
+    assert not seg.needs_roll(**params)
     seg.append(3, NO_TIMESTAMP, -1, encode_batch([(None, b"v0", None)], magic=0,
                                                  base_offset=3))
     assert seg.offset_index.is_full() and not seg.time_index.is_full()
-    assert seg.should_roll(params)
+    assert seg.needs_roll(**params)
 
 
-def test_should_roll_when_time_index_is_full(segments):
+def test_needs_roll_when_time_index_is_full(segments):
     """§4.5 rule 4: the time index is full at maxEntries - 1 (one slot kept for the final
     entry); 36-byte indexes: 3 time entries (full at 2), 4 offset entries."""
     seg = segments(0, cfg=config(segment_index_bytes=36))
-    params = RollParams(LONG_MAX, INT_MAX, NO_TIMESTAMP, 10, 1, 0)
+    params = dict(messages_size=1, max_timestamp=NO_TIMESTAMP, max_offset=10, now=0,
+                  max_segment_bytes=INT_MAX, max_segment_ms=LONG_MAX)
     for offset in range(2):
         seg.append(offset, offset * 10, offset, records(offset, "x"))
-    assert not seg.should_roll(params)
+    assert not seg.needs_roll(**params)
     seg.append(2, 20, 2, records(2, "x"))
     assert seg.time_index.entries == 2 and seg.time_index.is_full()
     assert not seg.offset_index.is_full()
-    assert seg.should_roll(params)
+    assert seg.needs_roll(**params)
 
 
 @pytest.mark.parametrize("max_offset, expected", [
     (1000, False), (1000 + INT_MAX, False), (1000 + INT_MAX + 1, True), (999, True)])
-def test_should_roll_when_offset_not_relative(segments, max_offset, expected):
+def test_needs_roll_when_offset_not_relative(segments, max_offset, expected):
     """§4.5 rule 5."""
     seg = segments(1000)
-    assert seg.should_roll(RollParams(LONG_MAX, INT_MAX, NO_TIMESTAMP, max_offset, 1, 0)) \
+    assert seg.needs_roll(1, NO_TIMESTAMP, max_offset, 0, INT_MAX, LONG_MAX) \
         is expected
