@@ -154,12 +154,17 @@ _tuple_new = tuple.__new__   # the NamedTuples below without their Python-level 
 _unpack_v2 = V2_HEADER.unpack_from
 
 
+def _wrap32(n: int) -> int:
+    return ((n + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """Kafka's ``DefaultRecordBatch.incrementSequence``: ``sequence + increment``, wrapping
-    past ``Integer.MAX_VALUE`` to 0."""
-    if sequence > _INT_MAX - increment:
-        return increment - (_INT_MAX - sequence) - 1
-    return sequence + increment
+    past ``Integer.MAX_VALUE`` to 0, in Java ``int`` arithmetic throughout (so any two
+    ints, even a corrupt header's, give Java's answer)."""
+    if sequence > _wrap32(_INT_MAX - increment):
+        return _wrap32(increment - _wrap32(_INT_MAX - sequence) - 1)
+    return _wrap32(sequence + increment)
 
 
 class EntryHeader(NamedTuple):

@@ -32,7 +32,7 @@ from kafkastore.records import (
 )
 from kafkastore.txn_index import AbortedTransactionFilter
 
-__all__ = ["BatchHeader", "EntryHeader", "FileRecords", "StorageRecords", "LogSlice",
+__all__ = ["EntryHeader", "FileRecords", "StorageRecords", "LogSlice",
            "MAX_SEGMENT_SIZE", "read_chunks"]
 
 #: A segment file's size is an int32 in Kafka (positions in the offset index are int32).
@@ -49,9 +49,7 @@ _FOUND, _END, _CORRUPT = entry_walk.FOUND, entry_walk.END, entry_walk.CORRUPT
 
 # A walk yields the header's light form, kafkastore.batch_header.EntryHeader: the six
 # fields the walk kernel returns, built from its tuple without a second read (the full
-# header, batch_header.BatchHeader, starts with the same six fields). BatchHeader is the
-# name dump.py and older code know it by here.
-BatchHeader = EntryHeader
+# header, batch_header.BatchHeader, starts with the same six fields).
 
 
 class FileRecords:

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkastore import compression
+from kafkastore.batch_header import CODEC_MASK, MAGIC_OFFSET, EntryHeader, increment_sequence
 from kafkastore.dump.control_records import control_info
 from kafkastore.dump.emitters import Emitter, Reports, json_bytes
 from kafkastore.dump.java_format import (
     INT32_MAX,
     INT64_MAX,
-    increment_sequence,
     java_utf8,
     parse_long,
     signed8,
@@ -43,7 +43,7 @@ from kafkastore.errors import (
     KafkaStoreError,
     UnsupportedCompressionError,
 )
-from kafkastore.file_records import BatchHeader, FileRecords
+from kafkastore.file_records import FileRecords
 from kafkastore.producer_state import parse_snapshot
 from kafkastore.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -263,7 +263,7 @@ class Dumper:
         finally:
             fr.close_handlers()
 
-    def _entry(self, fr: FileRecords, h: BatchHeader, records: bool):
+    def _entry(self, fr: FileRecords, h: EntryHeader, records: bool):
         """``(batch to print, batch to iterate or None)`` for the entry ``h``."""
         magic = signed8(h.magic)
         if not records and h.size > _STREAM_THRESHOLD:
@@ -292,19 +292,19 @@ class Dumper:
 
     @staticmethod
     def _check_codec(batch) -> None:
-        codec = batch.attributes & 0x07
+        codec = batch.attributes & CODEC_MASK
         if codec > 4:
             raise UnsupportedCompressionError(f"Unknown compression type id: {codec}",
                                               position=batch.position)
 
     @staticmethod
-    def _iterable(data: bytes, h: BatchHeader, shown: RawBatch):
+    def _iterable(data: bytes, h: EntryHeader, shown: RawBatch):
         """A batch object to iterate for an entry the kernels refused as it is."""
         if shown.magic > 2 and h.size >= V2_HEADER_SIZE:
             # Kafka reads any magic above 2 as a v2 batch; the magic byte is not covered
             # by the CRC, so the batch with magic 2 written in is the same batch
             patched = bytearray(data)
-            patched[16] = 2
+            patched[MAGIC_OFFSET] = 2
             return read_batch(bytes(patched))
         if shown.magic >= 2:
             raise CorruptRecordError(
@@ -314,7 +314,7 @@ class Dumper:
         # a legacy message the kernel refused: read it again for its reason
         return read_batch(data)
 
-    def _records(self, file: str, abs_path: str, batch, h: BatchHeader, position: int,
+    def _records(self, file: str, abs_path: str, batch, h: EntryHeader, position: int,
                  last_offset: int) -> int:
         """Print the records of ``batch``; return the last offset seen (for the gaps)."""
         opts = self.opts
@@ -394,13 +394,13 @@ class Dumper:
                 yield rec, None
             return
         entry = batch.to_bytes()
-        if batch.attributes & 0x07 == 0:
+        if batch.attributes & CODEC_MASK == 0:
             for rec in batch:
                 yield rec, legacy_meta(entry)
             return
         records = list(batch)   # validates the wrapper and computes absolute offsets
         payload = batch.payload()
-        inner = compression.decompress(batch.attributes & 0x07, payload,
+        inner = compression.decompress(batch.attributes & CODEC_MASK, payload,
                                        max_size=DEFAULT_MAX_DECOMPRESSED_BYTES, magic=magic)
         metas = [legacy_meta(m.to_bytes()) for m in iter_batches(inner, validate=False)]
         if len(metas) != len(records):
@@ -462,7 +462,7 @@ class Dumper:
             f"complete batch starts within --max-message-size ({size}) bytes")
 
     @staticmethod
-    def _kafka_last_offset(fr: FileRecords, h: BatchHeader) -> int:
+    def _kafka_last_offset(fr: FileRecords, h: EntryHeader) -> int:
         """``FileChannelRecordBatch.lastOffset``: a legacy entry's offset field, else the v2
         header's baseOffset + lastOffsetDelta (read past a short entry, as Kafka does)."""
         if signed8(h.magic) < 2:

@@ -18,6 +18,7 @@ import base64
 import json
 from typing import Any, TextIO
 
+from kafkastore.batch_header import CODEC_MASK
 from kafkastore.dump.java_format import java_path
 from kafkastore.errors import KafkaStoreError
 from kafkastore.types import CompressionType
@@ -70,7 +71,7 @@ def batch_line(batch, position: int | None = None) -> str:
         )
     else:
         head = f"offset: {batch.last_offset}"
-    codec = CompressionType(batch.attributes & 0x07).name.lower()
+    codec = CompressionType(batch.attributes & CODEC_MASK).name.lower()
     return (
         f"{head} position: {position} {batch.timestamp_type.label}: "
         f"{batch.max_timestamp} size: {batch.size_in_bytes} magic: {batch.magic} "
@@ -224,7 +225,7 @@ def _batch_json(batch, position: int) -> dict:
         d["lastOffset"] = batch.last_offset
     d.update(timestampType=batch.timestamp_type.label, maxTimestamp=batch.max_timestamp,
              size=batch.size_in_bytes,
-             compression=CompressionType(batch.attributes & 0x07).name.lower(),
+             compression=CompressionType(batch.attributes & CODEC_MASK).name.lower(),
              crc=batch.crc, isValid=bool(batch.is_valid()))
     return d
 

@@ -1,8 +1,7 @@
 """How Java prints what ``kafka-dump-log.sh`` prints: Kafka's dump is Java, and so are its quirks.
 
 * Java ``int``/``long`` arithmetic: :func:`wrap32`, :func:`wrap64` (two's complement
-  overflow), :func:`increment_sequence` (``DefaultRecordBatch.incrementSequence``),
-  :func:`signed8` (a ``byte``);
+  overflow), :func:`signed8` (a ``byte``);
 * ``java.io.File`` on Unix: :func:`java_path` (``toString``: repeated slashes collapsed,
   a trailing one dropped), :func:`java_abs` (``getAbsolutePath``: the working directory
   joined, nothing resolved), :func:`java_parent`, :func:`java_join`;
@@ -26,7 +25,6 @@ from kafkastore.errors import KafkaStoreError
 __all__ = [
     "INT32_MAX",
     "INT64_MAX",
-    "increment_sequence",
     "jackson",
     "java_abs",
     "java_join",
@@ -52,13 +50,6 @@ def wrap32(n: int) -> int:
 
 def wrap64(n: int) -> int:
     return ((n + (1 << 63)) & 0xFFFFFFFFFFFFFFFF) - (1 << 63)
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence``, in Java int arithmetic."""
-    if sequence > wrap32(INT32_MAX - increment):
-        return wrap32(increment - wrap32(INT32_MAX - sequence) - 1)
-    return wrap32(sequence + increment)
 
 
 def signed8(b: int) -> int:

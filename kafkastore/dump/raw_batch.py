@@ -9,62 +9,52 @@ header, their CRC computed in 1 MiB windows, so that a shallow dump never holds 
 
 :class:`RawBatch` is that header with the attributes the batch line prints;
 :func:`legacy_meta` reads one legacy message's stored CRC and sizes (Kafka prints the inner
-messages' own). This is the only place the dump parses header bytes itself. Layouts:
-:data:`kafkastore.records.V2_HEADER` (v2) and the legacy prefix below (offset, size, crc,
-magic, attributes; then a v1 timestamp). Objects are built once and only read: safe to
-share.
+messages' own). The header fields come from :func:`kafkastore.batch_header.read_batch_header`,
+the one header accessor; what is the dump's own is Kafka's reading of a short or odd entry
+(how much it reads, which magic it refuses) and the CRC check. Objects are built once and
+only read: safe to share.
 """
 
 from __future__ import annotations
 
-import struct
 import zlib
 
 import crc32c
 
-from kafkastore.dump.java_format import increment_sequence, signed8, wrap64
+from kafkastore.batch_header import (
+    ATTRIBUTES_OFFSET,
+    INT32,
+    LEGACY_HEADER_SIZE_V0,
+    LEGACY_HEADER_SIZE_V1,
+    LEGACY_PREFIX,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    EntryHeader,
+    read_batch_header,
+)
+from kafkastore.dump.java_format import signed8
 from kafkastore.errors import CorruptRecordError
-from kafkastore.file_records import BatchHeader, FileRecords
-from kafkastore.records import V2_HEADER
-from kafkastore.types import TimestampType
+from kafkastore.file_records import FileRecords
 
 __all__ = ["V2_HEADER_SIZE", "RawBatch", "legacy_meta"]
 
-V2_HEADER_SIZE = 61          # RECORD_BATCH_OVERHEAD
-_LEGACY_HEADER_V1 = 26       # 12-byte prefix + crc, magic, attributes, timestamp
+V2_HEADER_SIZE = RECORD_BATCH_OVERHEAD
 _STREAM_WINDOW = 1 << 20     # the CRC of a large entry is computed this many bytes at a time
-
-_LEGACY_PREFIX = struct.Struct(
-    ">"
-    "q"  # offset (a wrapper's: its last inner offset)
-    "i"  # size
-    "I"  # crc: CRC-32 of [magic, end)
-    "b"  # magic
-    "b"  # attributes
-)
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 class RawBatch:
     """One entry's header fields read straight from its bytes, as Kafka's
     ``FileChannelRecordBatch`` reads them, for the entries the kernels' batch objects do
     not take (a magic byte above 2, a v2 entry shorter than its header) or that are too
-    large to read whole. Has the attributes :func:`kafkastore.dump.batch_line` uses."""
+    large to read whole. Has the attributes :func:`kafkastore.dump.batch_line` uses: those
+    of :class:`kafkastore.batch_header.BatchHeader`, the one header accessor, plus
+    ``is_valid()``."""
 
-    partition_leader_epoch = producer_id = producer_epoch = base_sequence = -1
-    last_sequence = -1
-    record_count = None
-    is_transactional = is_control = has_delete_horizon = False
-    delete_horizon_ms = None
-
-    def __init__(self, fr: FileRecords, h: BatchHeader) -> None:
-        self.position = h.position
-        self.size_in_bytes = h.size
+    def __init__(self, fr: FileRecords, h: EntryHeader) -> None:
         magic = signed8(h.magic)
-        self.magic = magic
         # Kafka reads a whole header even past a short entry's end (from the next entry)
-        want = V2_HEADER_SIZE if magic >= 2 else _LEGACY_HEADER_V1 if magic else 18
+        want = V2_HEADER_SIZE if magic >= 2 else \
+            LEGACY_HEADER_SIZE_V1 if magic else LEGACY_HEADER_SIZE_V0
         head = fr.read(h.position, want)
         if len(head) < want:
             raise CorruptRecordError(
@@ -74,34 +64,22 @@ class RawBatch:
             # LegacyRecord.headerSize(magic) throws for anything but 0 and 1
             raise CorruptRecordError(f"Invalid magic: {magic}", position=h.position,
                                      offset=h.base_offset)
-        if magic >= 2:
-            (self.base_offset, _, self.partition_leader_epoch, _, self.crc, attributes,
-             delta, base_ts, self.max_timestamp, self.producer_id, self.producer_epoch,
-             self.base_sequence, self.record_count) = V2_HEADER.unpack(head)
-            self.last_offset = wrap64(self.base_offset + delta)
-            self.last_sequence = (-1 if self.base_sequence == -1 else
-                                  increment_sequence(self.base_sequence, delta))
-            self.is_transactional = bool(attributes & 0x10)
-            self.is_control = bool(attributes & 0x20)
-            self.has_delete_horizon = bool(attributes & 0x40)
-            self.delete_horizon_ms = base_ts if self.has_delete_horizon else None
-            self.timestamp_type = TimestampType((attributes >> 3) & 1)
-            crc_from = 21
-        else:
-            _, _, self.crc, _, attributes = _LEGACY_PREFIX.unpack_from(head)
-            self.base_offset = self.last_offset = h.base_offset
-            if magic == 0:
-                self.timestamp_type = TimestampType.NO_TIMESTAMP_TYPE
-                self.max_timestamp = -1
-            else:
-                self.timestamp_type = TimestampType((attributes >> 3) & 1)
-                self.max_timestamp = _I64.unpack_from(head, 18)[0]
-            crc_from = 16
-        self.attributes = attributes & 0xFF
-        self._valid = self._check_crc(fr, h, crc_from) if (
-            magic < 2 or h.size >= V2_HEADER_SIZE) else False
+        header = read_batch_header(head)
+        self._header = header
+        self.position = h.position
+        self.size_in_bytes = h.size
+        self.attributes = header.attributes & 0xFF
+        self._valid = self._check_crc(fr, h, ATTRIBUTES_OFFSET if magic >= 2 else MAGIC_OFFSET) \
+            if (magic < 2 or h.size >= V2_HEADER_SIZE) else False
 
-    def _check_crc(self, fr: FileRecords, h: BatchHeader, start: int) -> bool:
+    def __getattr__(self, name: str):
+        # every other field is the header's (magic, offsets, timestamps, producer fields,
+        # record_count, last_sequence, timestamp_type, is_control, ...)
+        if name == "_header":
+            raise AttributeError(name)
+        return getattr(self._header, name)
+
+    def _check_crc(self, fr: FileRecords, h: EntryHeader, start: int) -> bool:
         crc_fn = crc32c.crc32c if self.magic >= 2 else zlib.crc32
         value = 0
         pos, end = h.position + start, h.position + h.size
@@ -121,8 +99,8 @@ class RawBatch:
 def legacy_meta(entry) -> tuple[int, bool, int, int]:
     """``(crc, isValid, keySize, valueSize)`` of one legacy message, sizes as stored."""
     view = memoryview(entry)
-    _, _, crc, magic, _ = _LEGACY_PREFIX.unpack_from(view)
-    key_at = 18 if magic == 0 else 26
-    key_size = _I32.unpack_from(view, key_at)[0]
-    value_size = _I32.unpack_from(view, key_at + 4 + max(key_size, 0))[0]
-    return crc, zlib.crc32(view[16:]) == crc, key_size, value_size
+    _, _, crc, magic, _ = LEGACY_PREFIX.unpack_from(view)
+    key_at = LEGACY_HEADER_SIZE_V0 if magic == 0 else LEGACY_HEADER_SIZE_V1
+    key_size = INT32.unpack_from(view, key_at)[0]
+    value_size = INT32.unpack_from(view, key_at + 4 + max(key_size, 0))[0]
+    return crc, zlib.crc32(view[MAGIC_OFFSET:]) == crc, key_size, value_size
