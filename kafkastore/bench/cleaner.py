@@ -64,12 +64,12 @@ import os
 import random
 import resource
 import shutil
-import struct
 import sys
 import threading
 import time
 from typing import NamedTuple
 
+from kafkastore.batch_header import BASE_OFFSET_OFFSET, INT64
 from kafkastore.bench.workload import BASE_TIMESTAMP, BATCH_SIZE, CODEC_IDS, make_workload
 
 #: The issue's workload: records, and the distinct keys they are drawn from.
@@ -89,8 +89,6 @@ SEGMENT_BYTES = 64 << 20
 #: Name of the naive compactor's output file inside the log directory it compacts.
 NAIVE_OUTPUT = "naive-compacted.out"
 IMPLS = ("kafkastore", "naive_aiokafka")
-
-_BASE_OFFSET = struct.Struct(">q")   # the first 8 bytes of every batch
 
 
 # -- the workload ------------------------------------------------------------------------------
@@ -291,7 +289,7 @@ def naive_compact(directory: str, out_path: str, codec: str, *,
             for offset, ts, key, value, headers in chunk:
                 append(offset - base, timestamp=ts, key=key, value=value, headers=headers)
             buf = builder.build()
-            _BASE_OFFSET.pack_into(buf, 0, base)   # the builder writes baseOffset 0
+            INT64.pack_into(buf, BASE_OFFSET_OFFSET, base)   # the builder writes baseOffset 0
             written += len(buf)
             write(buf)
         if fsync:
