@@ -54,7 +54,7 @@ from kafkastore.errors import (
     StorageFileNotFoundError,
 )
 from kafkastore.file_records import LogSlice, StorageRecords
-from kafkastore.index import OffsetIndexView, TimeIndexView
+from kafkastore.index_view import OffsetIndexView, TimeIndexView
 from kafkastore.log_dir import InvalidPartitionDirError, parse_partition_dir_name
 from kafkastore.producer_state import PRODUCER_SNAPSHOT_FILE_SUFFIX, parse_snapshot
 from kafkastore.records import (

@@ -22,9 +22,10 @@ from kafkastore import _fileio
 from kafkastore.batch_header import PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, header_field
 from kafkastore.errors import CorruptIndexError, IndexClosedError, KafkaStoreError
 from kafkastore.file_records import FileRecords, LogSlice
-from kafkastore.index import OffsetIndex, TimeIndex
+from kafkastore.offset_index import OffsetIndex
 from kafkastore.producer_state import ProducerStateManager, producer_batch
 from kafkastore.records import read_batch
+from kafkastore.time_index import TimeIndex
 from kafkastore.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = [

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import kafkastore
 import kafkastore._kernels as K
-from kafkastore import index as index_mod
+from kafkastore import abstract_index, index_view, offset_index, time_index
 from kafkastore.errors import (
     CorruptIndexError,
     IndexClosedError,
@@ -58,22 +58,28 @@ def examples(n: int) -> int:
     return max(n, settings.default.max_examples)
 
 
+# The modules behind kafkastore.index that bind the index_search kernel at import.
+INDEX_MODULES = (abstract_index, offset_index, time_index, index_view)
+
+
 @pytest.fixture
 def backend(impl, monkeypatch):
     """kafkastore.index bound to ``impl``'s index_search kernel ("cython" or "python").
 
-    kafkastore.index binds the kernel's functions to module globals at import; every
-    global that is a function of the live kernel is re-bound to ``impl``'s."""
-    live, chosen = index_mod._search, impl.index_search
+    The index modules bind the kernel's functions to module globals at import; in each,
+    every global that is a function of the live kernel is re-bound to ``impl``'s."""
+    live, chosen = abstract_index._search, impl.index_search
     by_identity = {id(getattr(live, name)): name for name in live.__all__
                    if callable(getattr(live, name))}
-    monkeypatch.setattr(index_mod, "_search", chosen)
-    for name, value in list(vars(index_mod).items()):
-        if id(value) in by_identity:
-            monkeypatch.setattr(index_mod, name, getattr(chosen, by_identity[id(value)]))
-    for value in vars(index_mod).values():  # nothing of the other kernel is left
-        if impl.name == "python" and K.BACKEND == "cython":
-            assert getattr(value, "__module__", None) != "kafkastore._ext.index_search"
+    for module in INDEX_MODULES:
+        assert module._search is live
+        monkeypatch.setattr(module, "_search", chosen)
+        for name, value in list(vars(module).items()):
+            if id(value) in by_identity:
+                monkeypatch.setattr(module, name, getattr(chosen, by_identity[id(value)]))
+        for value in vars(module).values():  # nothing of the other kernel is left
+            if impl.name == "python" and K.BACKEND == "cython":
+                assert getattr(value, "__module__", None) != "kafkastore._ext.index_search"
     return impl.name
 
 
