@@ -1,31 +1,27 @@
 """One topic-partition log: ordered segments, append, read, roll, flush and recovery.
 
-:class:`Log` folds Kafka's ``UnifiedLog``, ``LocalLog``, ``LogSegments`` and
-``LogLoader`` into one class, for one partition directory. It owns no
-thread or timer: time-based work (``flush.ms`` flushing, delayed deletion
-of ``.deleted`` files, retention) happens when the caller, or the
-``LogManager``, calls in.
+:class:`Log` is Kafka's ``UnifiedLog`` for one partition directory: validation and
+offset assignment (:class:`~kafkastore.validator.LogValidator`), producer state,
+transactions and the last stable offset, leader epochs, the log start offset and the
+public append/read API. The segments on disk are its
+:class:`~kafkastore.local_log.LocalLog` (Kafka's ``LocalLog`` and ``LogSegments``); opening
+is :mod:`kafkastore.log_loader` (Kafka's ``LogLoader``). It owns no thread or timer:
+time-based work (``flush.ms`` flushing, delayed deletion of ``.deleted`` files,
+retention) happens when the caller, or the ``LogManager``, calls in.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
-import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import NamedTuple, NoReturn
-
-import crc32c
+from typing import NoReturn
 
 from kafkastore import _fileio, log_loader
-from kafkastore._kernels import entry_walk
 from kafkastore.batch_header import (
-    ATTRIBUTES_OFFSET,
     CODEC_MASK,
-    CRC_OFFSET,
     INT32,
     INT64,
     LAST_OFFSET_DELTA_OFFSET,
@@ -34,9 +30,7 @@ from kafkastore.batch_header import (
     PARTITION_LEADER_EPOCH_OFFSET,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    UINT32,
 )
 from kafkastore.compression import validate_level
 from kafkastore.config import LogConfig
@@ -53,6 +47,14 @@ from kafkastore.errors import (
 )
 from kafkastore.file_records import LogSlice
 from kafkastore.leader_epoch import LeaderEpochFileCache
+from kafkastore.local_log import CLEAN_SHUTDOWN_FILE, RACE_ERRORS, LocalLog
+from kafkastore.log_append import (
+    AppendPlan,
+    LogAppendInfo,
+    check_timestamps,
+    scan_v2,
+    target_codec,
+)
 from kafkastore.log_dir import PartitionDirLock
 from kafkastore.partition_metadata import (
     check_topic_id,
@@ -66,26 +68,12 @@ from kafkastore.producer_state import (
     producer_batch,
 )
 from kafkastore.records import (
-    CompressionType,
     ControlRecordType,
-    TimestampType,
     encode_control_batch,
     encode_v2,
-    iter_batches,
     scan_batches,
 )
-from kafkastore.segment import (
-    CLEANED_FILE_SUFFIX,
-    DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    LogSegment,
-    TimestampAndOffset,
-    max_timestamp_record,
-    segment_file,
-)
+from kafkastore.segment import LogSegment, TimestampAndOffset
 from kafkastore.storage import require_local_path
 from kafkastore.txn_index import (
     READ_COMMITTED,
@@ -113,7 +101,6 @@ __all__ = [
     "LogAppendInfo",
 ]
 
-logger = logging.getLogger(__name__)
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -121,16 +108,8 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
-#: Kafka's clean-shutdown marker name. Kafka keeps it per log *directory*;
-#: a :class:`Log` opened on its own keeps it in the partition directory,
-#: where Kafka's loader ignores it.
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-
 _INT_MAX = (1 << 31) - 1
-_find_entry = entry_walk.find_entry
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
-_FOUND, _END = entry_walk.FOUND, entry_walk.END
-_FIRST_OFFSET = -(1 << 63)
 
 
 def _raise_storage_error(exc: OSError, what: str, path: str) -> NoReturn:
@@ -157,55 +136,12 @@ def _storage_op(what: str):
     return decorate
 
 
-class LogAppendInfo(NamedTuple):
-    """What an append did: Kafka's ``LogAppendInfo``, the parts a storage user needs."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    shallow_offset_of_max_timestamp: int
-    log_append_time: int          # -1 unless the log uses LogAppendTime
-    log_start_offset: int
-    valid_bytes: int
-    num_batches: int
-    duplicate: bool = False       # a producer's retried batch: nothing was written
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_NO_LIMIT = (1 << 63) - 1
 _SPECIAL_TIMESTAMPS = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP,
                        EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP)
-
-
-class _AppendPlan(NamedTuple):
-    """What :meth:`Log.append` derives from the config, once per config, not per call."""
-
-    attributes: int          # codec and timestamp type bits of the batches appended
-    level: int | None        # the codec's configured level
-    log_append_time: bool
-    timestamp_window: bool   # message.timestamp.before/after.max.ms limit anything
-
-    @classmethod
-    def of(cls, config: LogConfig) -> _AppendPlan:
-        codec = _target_codec(config, None)
-        log_append = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-        return cls(int(codec) | (TIMESTAMP_TYPE_MASK if log_append else 0),
-                   codec_level(config, codec), log_append,
-                   config.message_timestamp_before_max_ms < _NO_LIMIT
-                   or config.message_timestamp_after_max_ms < _NO_LIMIT)
-
-
-def _target_codec(config: LogConfig, compression) -> CompressionType:
-    """The codec of an append: the call's, else ``compression.type`` (``producer``:
-    uncompressed, as records appended here come from no producer)."""
-    if compression is not None:
-        return CompressionType.parse(compression)
-    if config.compression_type == "producer":
-        return CompressionType.NONE
-    return CompressionType.parse(config.compression_type)
 
 
 class Log:
@@ -234,29 +170,29 @@ class Log:
     log_end_offset``; offsets never go backwards except through
     :meth:`truncate_to`.
 
-    Thread-safety: every mutation takes the log's lock. Readers
-    (:meth:`read`, :meth:`offset_for_timestamp`, the properties) take no
-    lock: they work on an immutable snapshot of the segment list
-    (copy-on-write) and on ``pread``. A segment removed while a reader uses
-    it stays readable until its delayed deletion.
+    The segment list, the end offset, the log start offset, the recovery point and the
+    delayed deletions live in the log's :class:`~kafkastore.local_log.LocalLog`
+    (:attr:`local_log`); the producer state, the leader epochs, the topic id, the
+    append plan and validator, and the closed state live here.
+
+    Thread-safety: every mutation takes the log's lock (``_lock``, :attr:`lock`, a
+    re-entrant lock), which guards this object, its producer state and epochs, and its
+    :class:`~kafkastore.local_log.LocalLog`. Readers (:meth:`read`,
+    :meth:`offset_for_timestamp`, the properties) take no lock: they work on an
+    immutable snapshot of the segment list (copy-on-write) and on ``pread``. A segment
+    removed while a reader uses it stays readable until its delayed deletion.
     """
 
     def __init__(self, directory: str, config: LogConfig, *, time_ms: Callable[[], int],
                  standalone: bool) -> None:
         self.dir = directory
+        self._local = LocalLog(directory, config, time_ms)
+        self._read_local = self._local.read   # (bound once: the read path's one call)
         self.config = config   # (the setter derives the append plan)
         self._time_ms = time_ms
         self._standalone = standalone
         self._lock = threading.RLock()
-        self._segments: tuple[LogSegment, ...] = ()
-        self._bases: tuple[int, ...] = ()
-        self._next_offset = 0
-        self._log_start_offset = 0
-        self._recovery_point = 0
-        self._last_flush_ms = time_ms()
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
-        self._failed: BaseException | None = None
         self._truncated_to: int | None = None
         self._dir_lock: PartitionDirLock | None = None
         self._epochs: LeaderEpochFileCache | None = None
@@ -305,11 +241,7 @@ class Log:
         try:
             standalone = had_clean_shutdown is None
             if standalone:
-                marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
-                had_clean_shutdown = os.path.exists(marker)
-                if had_clean_shutdown:
-                    _fileio.fs.unlink(marker)
-                    _fileio.fs.fsync_dir(path)
+                had_clean_shutdown = LocalLog.take_clean_shutdown_marker(path)
             log = cls(path, config, time_ms=time_ms or _now_ms, standalone=standalone)
             log._producer_id_expiration_ms = producer_id_expiration_ms
         except BaseException:
@@ -357,22 +289,11 @@ class Log:
             if latest is None or latest.epoch != epoch:
                 self._epochs.assign(epoch, first_offset)
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        for kind in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
-            path = segment_file(self.dir, base_offset, kind)
-            if os.path.exists(path):
-                logger.warning("Newly rolled segment file %s already exists; deleting it first",
-                               path)
-        LogSegment.delete_files_if_exist(self.dir, base_offset)
-        return LogSegment.open(self.dir, base_offset, self.config,
-                               init_file_size=self.config.segment_bytes if self.config.preallocate
-                               else 0, preallocate=self.config.preallocate,
-                               time_ms=self._time_ms)
-
-    def _set_segments(self, segments: Iterable[LogSegment]) -> None:
-        ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
-        self._bases = tuple(s.base_offset for s in ordered)
-        self._segments = ordered
+    @property
+    def local_log(self) -> LocalLog:
+        """The segments on local disk (Kafka's ``LocalLog``); mutate it only under
+        :attr:`lock`."""
+        return self._local
 
     # -- state -------------------------------------------------------------
 
@@ -385,26 +306,27 @@ class Log:
     @config.setter
     def config(self, config: LogConfig) -> None:
         # set together, so an append sees either the old ones or the new ones
-        self._config, self._plan, self._validator = (config, _AppendPlan.of(config),
+        self._config, self._plan, self._validator = (config, AppendPlan.of(config),
                                                      LogValidator(config, self.dir))
+        self._local.config = config
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         """The segments, oldest first (an immutable snapshot)."""
-        return self._segments
+        return self._local.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.segments[-1]
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._local.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
         """The offset the next appended record gets (Kafka's LEO)."""
-        return self._next_offset
+        return self._local.next_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -412,7 +334,7 @@ class Log:
         COMMIT or ABORT marker), never below the log start offset, else the log end
         offset. read_committed reads stop here."""
         first = self.first_unstable_offset
-        end = self._next_offset
+        end = self._local.next_offset
         return end if first is None or first > end else first
 
     @property
@@ -421,7 +343,7 @@ class Log:
         offset as Kafka's ``maybeIncrementFirstUnstableOffset`` bounds it (a transaction
         whose first batches went to DeleteRecords or retention), or None."""
         first = self._producers.first_unstable_offset()
-        return None if first is None else max(first, self._log_start_offset)
+        return None if first is None else max(first, self._local.log_start_offset)
 
     @property
     def producer_state_manager(self) -> ProducerStateManager:
@@ -444,29 +366,21 @@ class Log:
         """The aborted transactions a read of ``[start_offset, upper_bound_offset)`` needs
         (Kafka's ``collectAbortedTransactions``): from the ``.txnindex`` of the segment
         holding ``start_offset`` on, until one index says no later one can matter."""
-        segments, bases = self._segments, self._bases
-        i = max(0, bisect.bisect_right(bases, start_offset) - 1)
-        out: list[AbortedTxn] = []
-        for seg in segments[i:]:
-            found = seg.collect_aborted_txns(start_offset, upper_bound_offset)
-            out.extend(found.aborted)
-            if found.complete:
-                break
-        return out
+        return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     @property
     def recovery_point(self) -> int:
         """Every offset below it has been fsynced."""
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def unflushed_messages(self) -> int:
-        return self._next_offset - self._recovery_point
+        return self._local.next_offset - self._local.recovery_point
 
     @property
     def size(self) -> int:
         """Bytes of all ``.log`` files."""
-        return sum(s.size for s in self._segments)
+        return sum(s.size for s in self._local.segments)
 
     @property
     def closed(self) -> bool:
@@ -497,8 +411,9 @@ class Log:
         return self._time_ms()
 
     def __repr__(self) -> str:
-        return (f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
-                f"log_end_offset={self._next_offset}, segments={len(self._segments)})")
+        local = self._local
+        return (f"Log(dir={self.dir!r}, log_start_offset={local.log_start_offset}, "
+                f"log_end_offset={local.next_offset}, segments={len(local.segments)})")
 
     def _check_not_closed(self) -> None:
         if self._closed:
@@ -506,10 +421,11 @@ class Log:
 
     def _check_open(self) -> None:
         self._check_not_closed()
-        if self._failed is not None:
+        failed = self._local.failed
+        if failed is not None:
             raise LogClosedError(
                 f"Log {self.dir} is offline after a failed write to its files "
-                f"({self._failed!r}): what reached the disk is unknown, and an fsync is never "
+                f"({failed!r}): what reached the disk is unknown, and an fsync is never "
                 f"retried, so it takes no more writes. Reopen it to recover.", path=self.dir)
 
     # -- appending ---------------------------------------------------------
@@ -530,7 +446,8 @@ class Log:
         if type(records) is not list:
             records = list(records)
         with self._lock:
-            if self._closed or self._failed is not None:
+            local = self._local
+            if self._closed or local.failed is not None:
                 self._check_open()
             if not records:
                 return self._empty_info()
@@ -540,7 +457,7 @@ class Log:
             plan = self._plan
             attributes, level = plan.attributes, plan.level
             if compression is not None:
-                codec = _target_codec(self._config, compression)
+                codec = target_codec(self._config, compression)
                 attributes = (attributes & ~CODEC_MASK) | int(codec)
                 level = codec_level(self._config, codec)
             if compression_level is not None:
@@ -553,7 +470,7 @@ class Log:
                     f"Invalid sequence number {base_sequence} in record batch with producerId "
                     f"{producer_id} in the append to {self.dir}", path=self.dir)
             log_append = plan.log_append_time
-            first = self._next_offset
+            first = local.next_offset
             data = encode_v2(records, first, attributes, level,
                              now if timestamp is None else timestamp,
                              now if log_append else None, producer_id, producer_epoch,
@@ -561,7 +478,7 @@ class Log:
             last = first + INT32.unpack_from(data, LAST_OFFSET_DELTA_OFFSET)[0]
             max_ts = INT64.unpack_from(data, MAX_TIMESTAMP_OFFSET)[0]
             if plan.timestamp_window and not log_append:   # (no call on the hot path)
-                self._check_timestamps(data, now)
+                check_timestamps(data, now, self._config, self.dir)
             size = len(data)
             self._check_batch_size(size, 0)
             updates = None
@@ -580,7 +497,7 @@ class Log:
                 _raise_storage_error(exc, "append", self.dir)
             return _tuple_new(LogAppendInfo, (first, last, max_ts, last,
                                               now if log_append else -1,
-                                              self._log_start_offset, size, 1, False))
+                                              local.log_start_offset, size, 1, False))
 
     def append_batches(self, data, *, assign_offsets: bool = True,
                        leader_epoch: int | None = None,
@@ -627,7 +544,7 @@ class Log:
         view = memoryview(data)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        headers = _scan_v2(view)
+        headers = scan_v2(view)
         if headers is None:  # legacy entries, or an error to report: the full scan
             scan = scan_batches(view, validate=True)
             if scan.error is not None:
@@ -661,7 +578,7 @@ class Log:
         legacy_attrs = magics if magics[0] >= 2 else \
             [buf[p + LEGACY_ATTRIBUTES_OFFSET] for p in positions]
         validator = self._validator
-        counter = self._next_offset
+        counter = self._local.next_offset
         produces = []
         duplicates = []
         groups = (range(0, 1),) if len(positions) == 1 else \
@@ -707,8 +624,9 @@ class Log:
         log_append = validator.log_append_time
         return _tuple_new(LogAppendInfo, (produces[0][0].first_offset,
                                           produces[-1][0].last_offset, max_ts, shallow,
-                                          now if log_append else -1, self._log_start_offset,
-                                          valid_bytes, len(positions), False))
+                                          now if log_append else -1,
+                                          self._local.log_start_offset, valid_bytes,
+                                          len(positions), False))
 
     # -- producer state of an append ----------------------------------------------------
 
@@ -716,7 +634,7 @@ class Log:
         """What Kafka answers a retried batch with: its original offsets."""
         return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                              duplicate.last_offset, duplicate.timestamp,
-                             self._log_start_offset, valid_bytes, num_batches, True)
+                             self._local.log_start_offset, valid_bytes, num_batches, True)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | int | str, *,
@@ -744,13 +662,14 @@ class Log:
                             valid_bytes, now) -> LogAppendInfo:
         """Kafka's ``appendAsFollower``: the offsets, timestamps and bytes as given (no
         validation beyond structure and CRC), appended as one record set."""
+        local = self._local
         first = bases[0] if magics[0] >= 2 else lasts[0]
-        if first < self._next_offset:
+        if first < local.next_offset:
             raise UnexpectedAppendOffsetError(
                 f"Unexpected offset in append to {self.dir}. First offset {first} is "
-                f"less than the next offset {self._next_offset}. First 10 offsets in "
+                f"less than the next offset {local.next_offset}. First 10 offsets in "
                 f"append: {lasts[:10]}", offset=first, path=self.dir)
-        prev = self._next_offset - 1
+        prev = local.next_offset - 1
         max_ts, shallow = -1, lasts[0]
         for i in range(len(positions)):
             if lasts[i] <= prev:
@@ -775,7 +694,7 @@ class Log:
         except OSError as exc:
             _raise_storage_error(exc, "append", self.dir)
         return _tuple_new(LogAppendInfo, (first, lasts[-1], max_ts, shallow, -1,
-                                          self._log_start_offset, valid_bytes,
+                                          local.log_start_offset, valid_bytes,
                                           len(positions), False))
 
     def _check_batch_size(self, size: int, position: int) -> None:
@@ -786,24 +705,10 @@ class Log:
                 f"exceeds the maximum configured value of {limit}.", limit=limit,
                 position=position, path=self.dir)
 
-    def _check_timestamps(self, data, now: int) -> None:
-        """Kafka's CreateTime window (``message.timestamp.before/after.max.ms``)."""
-        if not self._plan.timestamp_window:
-            return  # the default: no window, nothing to decode
-        before = self._config.message_timestamp_before_max_ms
-        after = self._config.message_timestamp_after_max_ms
-        for batch in iter_batches(data, validate=False):
-            for record in batch:
-                ts = record.timestamp
-                if ts != -1 and (ts < now - before or ts > now + after):
-                    raise InvalidRecordError(
-                        f"Timestamp {ts} of message with offset {record.offset} is out of "
-                        f"range. The timestamp should be within [{now - before}, "
-                        f"{now + after}]", offset=record.offset, path=self.dir)
-
     def _empty_info(self) -> LogAppendInfo:
-        return LogAppendInfo(self._next_offset, self._next_offset - 1, -1, -1, -1,
-                             self._log_start_offset, 0, 0, False)
+        local = self._local
+        return LogAppendInfo(local.next_offset, local.next_offset - 1, -1, -1, -1,
+                             local.log_start_offset, 0, 0, False)
 
     def _check_segment_size(self, size: int) -> None:
         limit = self._config.segment_bytes
@@ -820,25 +725,26 @@ class Log:
         one ``LogSegment.append`` (at most one index entry), then flush if due."""
         config = self._config
         self._check_segment_size(size)
-        segment = self._segments[-1]
+        local = self._local   # (its fields read in place: no call per batch)
+        segment = local.segments[-1]
         if segment.needs_roll(size, max_ts, last_offset, now, config.segment_bytes,
                               config.segment_ms):
             segment = self._roll(first_offset if roll_offset is None else roll_offset)
         try:
             segment.append(last_offset, max_ts, shallow_offset_of_max, data)
-            self._next_offset = last_offset + 1
+            local.next_offset = next_offset = last_offset + 1
         except BaseException:
             # what reached the file before a failure stays; the end offset follows it
-            self._next_offset = max(self._next_offset, segment.read_next_offset())
+            local.next_offset = max(local.next_offset, segment.read_next_offset())
             raise
-        self._recovery_point = min(self._recovery_point, self._next_offset)
+        local.recovery_point = recovery_point = min(local.recovery_point, next_offset)
         # (a failure to write the .txnindex below leaves the end offset moved: the
         # batches are in the log, and a recovery rebuilds the index from them)
         if producer_updates:
             self._producers.apply(producer_updates, segment.update_txn_index)
-        self._producers.last_map_offset = self._next_offset
-        if (self._next_offset - self._recovery_point >= config.flush_messages
-                or now - self._last_flush_ms >= config.flush_ms):
+        self._producers.last_map_offset = next_offset
+        if (next_offset - recovery_point >= config.flush_messages
+                or now - local.last_flush_ms >= config.flush_ms):
             self.flush()
 
     # -- roll, flush -------------------------------------------------------
@@ -851,29 +757,11 @@ class Log:
             return self._roll(expected_next_offset)
 
     def _roll(self, expected_next_offset: int | None, *, snapshot: bool = True) -> LogSegment:
-        new_offset = max(expected_next_offset or 0, self._next_offset)
-        active = self._segments[-1]
-        segments = list(self._segments)
-        if new_offset == active.base_offset:
-            if active.size != 0:
-                raise KafkaStoreError(
-                    f"Trying to roll a new log segment for {self.dir} with start offset "
-                    f"{new_offset} = max(provided offset = {expected_next_offset}, LEO = "
-                    f"{self._next_offset}) while it already exists and is active with size "
-                    f"{active.size}.", path=self.dir)
-            # an empty active segment is replaced (KAFKA-6388: its index may look full)
-            segments.pop()
-            self._schedule_delete([active])
-        elif new_offset < active.base_offset:
-            raise KafkaStoreError(
-                f"Trying to roll a new log segment for {self.dir} with start offset "
-                f"{new_offset} lower than start offset of the active segment {active!r}",
-                path=self.dir)
-        else:
-            active.on_become_inactive_segment()
-        segment = self._new_segment(new_offset)
-        segments.append(segment)
-        self._set_segments(segments)
+        """Kafka's ``UnifiedLog.roll``: the local log rolls, then a producer snapshot at the
+        new base, then the flush of everything below it."""
+        local = self._local
+        segment = local.roll(expected_next_offset)
+        new_offset = segment.base_offset
         # a producer snapshot at the new base, so that recovering the new segment
         # replays only itself (Kafka writes it unsynced and syncs it with the flush)
         producers = self._producers
@@ -888,9 +776,9 @@ class Log:
             try:
                 producers.flush_snapshot(new_offset)
             except OSError as exc:
-                self._failed = exc   # never retry an fsync (see _flush_to)
+                local.failed = exc   # never retry an fsync (see LocalLog.flush)
                 raise
-        self._flush_to(new_offset)
+        local.flush(new_offset)
         self.delete_pending_segments()
         return segment
 
@@ -902,54 +790,29 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            self._flush_to(self._next_offset if offset is None else offset)
-
-    def _flush_to(self, offset: int, now_ms: int | None = None) -> None:
-        if offset <= self._recovery_point:
-            return
-        old = self._recovery_point
-        new_dir_entries = False
-        try:
-            for seg in self.segments_between(old, offset):
-                seg.flush()
-                if seg.base_offset >= old:
-                    new_dir_entries = True
-            if new_dir_entries:
-                _fileio.fs.fsync_dir(self.dir)
-        except OSError as exc:
-            # After a failed fsync the page cache may have dropped the dirty pages
-            # and a retry would report success ("fsyncgate"): fail the log instead.
-            self._failed = exc
-            raise
-        self._recovery_point = offset
-        self._last_flush_ms = self._time_ms() if now_ms is None else now_ms
+            local = self._local
+            local.flush(local.next_offset if offset is None else offset)
 
     def segments_between(self, start: int, end: int) -> list[LogSegment]:
         """Kafka's ``logSegments(from, to)``: the segments holding offsets of
         ``[start, end)``, from the one holding ``start`` to the last based below ``end``
         (empty when ``end <= start``)."""
-        if end <= start:
-            return []
-        segments, bases = self._segments, self._bases
-        i = max(0, bisect.bisect_right(bases, start) - 1)
-        j = bisect.bisect_left(bases, end)
-        return list(segments[i:j])
+        return self._local.segments_between(start, end)
 
     def non_active_segments_from(self, offset: int) -> list[LogSegment]:
         """Kafka's ``nonActiveLogSegmentsFrom``: from the segment holding ``offset`` up to,
         not including, the active segment."""
-        segments, bases = self._segments, self._bases
-        i = max(0, bisect.bisect_right(bases, offset) - 1)
-        return list(segments[i:-1])
+        return self._local.non_active_segments_from(offset)
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when ``flush.ms`` has passed since the last flush (the manager's flusher)."""
         with self._lock:
             if self._closed:
                 return False
+            local = self._local
             now = self._time_ms() if now_ms is None else now_ms
-            if now - self._last_flush_ms >= self.config.flush_ms and self.unflushed_messages:
-                self._flush_to(self._next_offset, now)
+            if now - local.last_flush_ms >= self.config.flush_ms and self.unflushed_messages:
+                local.flush(local.next_offset, now)
                 return True
             return False
 
@@ -984,85 +847,23 @@ class Log:
             with self._lock:
                 self._check_not_closed()
                 try:
-                    return self._read(offset, max_bytes, min_one_message, True, True)
+                    # (the LSO has no side effect: taken before the range check, it is
+                    # what the read would take after it, under the same lock)
+                    return self._read_local(offset, max_bytes, min_one_message, True,
+                                            self.last_stable_offset)
                 except OSError as exc:
                     _raise_storage_error(exc, "read", self.dir)
         try:
-            return self._read(offset, max_bytes, min_one_message, False)
+            return self._read_local(offset, max_bytes, min_one_message, False)
         except OffsetOutOfRangeError:
             raise
-        except _RACE_ERRORS:
+        except RACE_ERRORS:
             with self._lock:
                 self._check_not_closed()
                 try:
-                    return self._read(offset, max_bytes, min_one_message, True)
+                    return self._read_local(offset, max_bytes, min_one_message, True)
                 except OSError as exc:   # not a race: the file system failed
                     _raise_storage_error(exc, "read", self.dir)
-
-    def _read(self, offset: int, max_bytes: int, min_one_message: bool,
-              locked: bool, committed: bool = False) -> LogSlice:
-        segments = self._segments
-        bases = self._bases
-        end = self._next_offset
-        start = self._log_start_offset
-        if offset < start or offset > end:
-            raise OffsetOutOfRangeError(
-                f"Received request for offset {offset} for partition {self.dir}, but we only "
-                f"have log segments in the range {start} to {end}.", offset=offset,
-                path=self.dir)
-        max_offset = self.last_stable_offset if committed else end
-        if offset >= max_offset:
-            return self._empty_slice(segments[-1], offset, committed)
-        i = bisect.bisect_right(bases, offset) - 1
-        if i < 0:
-            raise OffsetOutOfRangeError(
-                f"Received request for offset {offset} for partition {self.dir}, but we only "
-                f"have log segments upto {end}.", offset=offset, path=self.dir)
-        bound_segment = bisect.bisect_right(bases, max_offset) - 1 if committed else None
-        while i < len(segments):
-            segment = segments[i]
-            if not locked and segment.log.closed:
-                raise _SegmentGone()   # do not reopen a deleted segment's index
-            max_position = None
-            if committed:
-                if i > bound_segment:
-                    break
-                if i == bound_segment:
-                    at = segment.translate_offset(max_offset)
-                    max_position = None if at is None else at.position
-            found = segment.read(offset, max_bytes, max_position, min_one_message)
-            if found is not None and committed:
-                found.aborted_transactions = self._aborted_for_fetch(offset, i, found)
-            if not locked and segment.log.closed:
-                # closed (deleted) during the read: its bytes may come from a reused
-                # descriptor; the caller reads again under the lock
-                raise _SegmentGone()
-            if found is not None:
-                return found
-            i += 1
-        return self._empty_slice(segments[-1], offset, committed)
-
-    @staticmethod
-    def _empty_slice(active: LogSegment, offset: int, committed: bool) -> LogSlice:
-        """A read at or past its end: nothing, at the end of the active segment (with no
-        aborted transaction for a read_committed one)."""
-        empty = LogSlice(active.log, active.size, 0, offset)
-        if committed:
-            empty.aborted_transactions = []
-        return empty
-
-    def _aborted_for_fetch(self, offset: int, i: int, found: LogSlice) -> list[AbortedTxn]:
-        """Kafka's ``addAbortedTransactions``: the upper bound of a fetch is the first index
-        entry past its bytes, else the next segment's base, else the log end offset."""
-        segment = self._segments[i]
-        upper = segment.fetch_upper_bound_offset(found.position, found.size)
-        if upper is not None:
-            upper = upper[0]
-        elif i + 1 < len(self._segments):
-            upper = self._segments[i + 1].base_offset
-        else:
-            upper = self._next_offset
-        return self.collect_aborted_transactions(offset, upper)
 
     @_storage_op("offset lookup")
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -1081,45 +882,25 @@ class Log:
             raise ValueError(f"Unknown special timestamp {timestamp}")
         try:
             return self._offset_for_timestamp(timestamp)
-        except _RACE_ERRORS:
+        except RACE_ERRORS:
             with self._lock:
                 self._check_not_closed()
                 return self._offset_for_timestamp(timestamp)
 
     def _offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        segments = self._segments
+        local = self._local
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            start = self._log_start_offset
+            start = local.log_start_offset
             first = self._epochs.earliest_entry()
             return TimestampAndOffset(-1, start, first.epoch if first is not None
                                       and first.start_offset <= start else None)
         if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, self._next_offset, self._epochs.latest_epoch())
+            return TimestampAndOffset(-1, local.next_offset, self._epochs.latest_epoch())
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return TimestampAndOffset(-1, -1, None)
         if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_offset(segments)
-        for seg in segments:
-            if seg.largest_timestamp() >= timestamp:
-                return seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
-        return None
-
-    def _max_timestamp_offset(self, segments) -> TimestampAndOffset | None:
-        """Kafka's MAX_TIMESTAMP lookup: the first segment with the largest max timestamp
-        so far, the first batch there whose max timestamp is it, and in that batch the
-        first record holding it (``RecordBatch.offsetOfMaxTimestamp``: none for magic 0).
-        Data without timestamps has -1 everywhere, so the answer is ``(-1, the first
-        offset)`` for v1/v2 data, as Kafka gives, and None for v0 data or no data."""
-        best = None
-        for seg in segments:
-            ts = seg.max_timestamp_so_far()
-            if best is None or ts > best[0]:
-                best = (ts, seg)
-        if best is None:
-            return None
-        ts, seg = best
-        position = seg.offset_index.lookup(seg.shallow_offset_of_max_timestamp_so_far())[1]
-        return max_timestamp_record(seg.log.walk(position), seg.log.read, ts)
+            return local.max_timestamp_offset()
+        return local.offset_for_timestamp(timestamp)
 
     # -- truncation and deletion -------------------------------------------
 
@@ -1137,42 +918,21 @@ class Log:
                              f"({target_offset}).")
         with self._lock:
             self._check_open()
-            if target_offset >= self._next_offset:
-                self._epochs.truncate_from_end(self._next_offset)
+            local = self._local
+            if target_offset >= local.next_offset:
+                self._epochs.truncate_from_end(local.next_offset)
                 return False
             self._note_truncation(target_offset)
             self._epochs.truncate_from_end(target_offset)
-            if target_offset < self._segments[0].base_offset:
+            if target_offset < local.segments[0].base_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
-            self._truncate_to(target_offset)
+            if local.truncate_to(target_offset):
+                self._roll(target_offset, snapshot=False)   # (rebuilt below)
             # Kafka's rebuildProducerState(targetOffset): snapshots above the target
             # go, the state is reloaded from the latest one left and replayed
             log_loader.rebuild_producer_state(self, self._producers, target_offset, False)
             return True
-
-    def _truncate_to(self, target_offset: int) -> None:
-        keep = [s for s in self._segments if s.base_offset <= target_offset]
-        drop = [s for s in self._segments if s.base_offset > target_offset]
-        self._set_segments(keep)
-        # newest first: a crash part-way leaves a shorter log, never one with a hole
-        self._schedule_delete(reversed(drop))
-        active = keep[-1]
-        active.truncate_to(target_offset)
-        self._next_offset = target_offset  # Kafka: updateLogEndOffset(targetOffset)
-        self._log_start_offset = min(target_offset, self._log_start_offset)
-        data_end = active.read_next_offset()
-        self._recovery_point = min(self._recovery_point, data_end)
-        if data_end < target_offset:
-            # The batch holding the target went whole, so the data ends below the
-            # end offset Kafka sets. Kafka's next open would read the end offset back
-            # from the data and hand out lower offsets again; an empty segment at
-            # the target records it in a file name, which Kafka loads the same way.
-            if active.size == 0 and len(keep) > 1:
-                # nothing left in it: replace it rather than keep an empty segment
-                self._set_segments(keep[:-1])
-                self._schedule_delete([active])
-            self._roll(target_offset, snapshot=False)   # (the caller rebuilds it)
 
     @_storage_op("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -1182,26 +942,10 @@ class Log:
             self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
-        self._note_truncation(min(new_offset, self._next_offset))
+        local = self._local
+        self._note_truncation(min(new_offset, local.next_offset))
         self._epochs.clear()
-        old = list(self._segments)
-        last = old.pop()
-        # Kafka's order (LocalLog.truncateFullyAndStartAt): every segment but the last
-        # goes oldest first, so a crash part-way leaves a log that lost a prefix, never
-        # one with a hole; the new segment exists before the last old one goes, so the
-        # end offset never falls back below both the old end and ``new_offset``.
-        self._schedule_delete(old)
-        if last.base_offset == new_offset:
-            # same file names: the old one must be out of the way first
-            self._schedule_delete([last])
-        fresh = self._new_segment(new_offset)
-        _fileio.fs.fsync_dir(self.dir)
-        self._set_segments([fresh])
-        if not last.has_suffix(DELETED_FILE_SUFFIX):
-            self._schedule_delete([last])
-        self._next_offset = new_offset
-        self._log_start_offset = new_offset
-        self._recovery_point = new_offset
+        local.truncate_fully_and_start_at(new_offset)
         self._producers.truncate_fully_and_start_at(new_offset)
         _fileio.fs.fsync_dir(self.dir)
 
@@ -1214,21 +958,22 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            if new_log_start_offset > self._next_offset:
+            local = self._local
+            if new_log_start_offset > local.next_offset:
                 raise OffsetOutOfRangeError(
                     f"Cannot increment the log start offset to {new_log_start_offset} of "
                     f"partition {self.dir} since it is larger than the high watermark "
-                    f"{self._next_offset}", offset=new_log_start_offset, path=self.dir)
-            if new_log_start_offset > self._log_start_offset:
+                    f"{local.next_offset}", offset=new_log_start_offset, path=self.dir)
+            if new_log_start_offset > local.log_start_offset:
                 # Kafka raises the recovery point to the new start without an fsync.
                 # Bytes below a recovery point are never rescanned, so a torn batch
                 # there would surface only in a later full recovery, which truncates
                 # it and drops every later segment: flush first, keep the invariant.
-                self._flush_to(new_log_start_offset)
-                self._log_start_offset = new_log_start_offset
+                local.flush(new_log_start_offset)
+                local.log_start_offset = new_log_start_offset
                 self._epochs.truncate_from_start(new_log_start_offset)
                 self._producers.on_log_start_offset_incremented(new_log_start_offset)
-            return self._log_start_offset
+            return local.log_start_offset
 
     @_storage_op("deletion of segments")
     def delete_segments(self, segments: Iterable[LogSegment]) -> int:
@@ -1241,92 +986,27 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            current = self._segments
-            wanted = {id(s) for s in segments if s is not current[-1]}
-            drop = [s for s in current if id(s) in wanted]
-            if not drop:
-                return 0
-            if drop != list(current[:len(drop)]):
-                raise ValueError(
-                    f"Only the oldest segments of {self.dir} can be deleted, not "
-                    f"{[s.base_offset for s in drop]} of {[s.base_offset for s in current]}")
-            keep = list(current[len(drop):])
-            # the start offset moves first: a lock-free reader that sees the new
-            # segments (it reads them before the start offset) sees the new start too
-            self._log_start_offset = max(self._log_start_offset, keep[0].base_offset)
-            self._set_segments(keep)
-            self._schedule_delete(drop, with_snapshots=True)
-            self._epochs.truncate_from_start(self._log_start_offset)
-            self._producers.on_log_start_offset_incremented(self._log_start_offset)
-            return len(drop)
+            local = self._local
+            removed = local.delete_oldest(segments, self._schedule_snapshot_delete)
+            if removed:
+                self._epochs.truncate_from_start(local.log_start_offset)
+                self._producers.on_log_start_offset_incremented(local.log_start_offset)
+            return removed
 
     @_storage_op("segment swap")
     def replace_segments(self, new_segments: Iterable[LogSegment],
                          old_segments: Iterable[LogSegment]) -> list[LogSegment]:
-        """Swap ``new_segments`` in for ``old_segments`` (the log cleaner's last step).
-
-        Kafka's ``LocalLog.replaceSegments`` (kafka-storage.md 7.8). The new segments
-        are complete, flushed, and named with the ``.cleaned`` suffix; the old ones
-        are segments of this log (any that already left it are skipped). In order:
-
-        1. every new segment is renamed ``.cleaned`` -> ``.swap``, highest base offset
-           first;
-        2. the segment list changes in one step: the old segments leave it and the new
-           ones enter (a lock-free reader sees the old list or the new one; one holding
-           an old segment keeps reading it until its delayed deletion);
-        3. every old segment is renamed ``.deleted`` (deleted ``file.delete.delay.ms``
-           later);
-        4. every new segment loses its ``.swap`` suffix, then the directory is fsynced.
-
-        A crash between any two renames leaves files that :meth:`open` completes or
-        rolls back (``.cleaned`` files are deleted; a complete set of ``.swap`` files
-        replaces what it overlaps), so a reopened log holds either the old segments or
-        the new ones, never a mix. Returns the old segments that were removed and not
+        """Swap ``new_segments`` in for ``old_segments`` (the log cleaner's last step):
+        :meth:`LocalLog.replace_segments <kafkastore.local_log.LocalLog.replace_segments>`
+        (Kafka's ``replaceSegments``: the renames, their order and what a crash between
+        them leaves) under the log's lock; the producer snapshots of the removed segments
+        are deleted with them. Returns the old segments that were removed and not
         replaced by a new segment of the same base offset.
         """
         with self._lock:
             self._check_open()
-            new = sorted(new_segments, key=lambda seg: seg.base_offset)
-            if not new:
-                raise ValueError("replace_segments needs at least one new segment")
-            current = self._segments
-            present = {id(seg) for seg in current}
-            old = sorted((seg for seg in old_segments if id(seg) in present),
-                         key=lambda seg: seg.base_offset)
-            if any(seg is current[-1] for seg in old):
-                raise ValueError(f"The active segment of {self.dir} cannot be replaced")
-            started = False
-            try:
-                for seg in reversed(new):
-                    seg.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-                    started = True
-                gone = {id(seg) for seg in old}
-                self._set_segments([seg for seg in current if id(seg) not in gone] + new)
-                new_bases = {seg.base_offset for seg in new}
-                self._schedule_delete(old)
-                for seg in old:
-                    if seg.base_offset not in new_bases:
-                        self._schedule_snapshot_delete(seg.base_offset)
-                for seg in new:
-                    seg.change_file_suffixes(SWAP_FILE_SUFFIX, "")
-                _fileio.fs.fsync_dir(self.dir)
-            except BaseException as exc:
-                if started:
-                    # Half renamed: what the files say is what the next open() makes of
-                    # them (it completes or rolls back the swap); until then this log
-                    # takes no writes, as after a failed fsync.
-                    self._failed = exc
-                raise
-            return [seg for seg in old if seg.base_offset not in new_bases]
-
-    def _schedule_delete(self, segments: Iterable[LogSegment], *,
-                         with_snapshots: bool = False) -> None:
-        due = self._time_ms() + self.config.file_delete_delay_ms
-        for seg in segments:
-            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
-            self._pending_deletes.append((due, seg))
-            if with_snapshots:
-                self._schedule_snapshot_delete(seg.base_offset, due)
+            return self._local.replace_segments(new_segments, old_segments,
+                                                self._schedule_snapshot_delete)
 
     def _schedule_snapshot_delete(self, base_offset: int, due: int | None = None) -> None:
         """Kafka's ``deleteProducerSnapshots``: a removed segment's snapshot is renamed
@@ -1341,15 +1021,7 @@ class Log:
         """Delete the ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
         with self._lock:
             now = self._time_ms() if now_ms is None else now_ms
-            keep, done = [], 0
-            for due, seg in self._pending_deletes:
-                if force or now >= due:
-                    seg.close_handlers()
-                    seg.delete_if_exists()
-                    done += 1
-                else:
-                    keep.append((due, seg))
-            self._pending_deletes = keep
+            done = self._local.delete_pending(now, force)
             snapshots = []
             for due, path in self._pending_snapshot_deletes:
                 if force or now >= due:
@@ -1367,52 +1039,17 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            if self._failed is not None:
+            local = self._local
+            if local.failed is not None:
                 self._close_handlers()
                 return
             try:
                 # a snapshot at the log end offset: the next open replays nothing
                 self._producers.take_snapshot()
-                active = self._segments[-1]
-                active.offset_index  # noqa: B018 - an empty active segment gets its files too
-                active.time_index  # noqa: B018
-                # Closing a segment trims and then fsyncs each of its files (only those
-                # with unsynced changes), so it is also the final flush: one sync per file
-                # instead of a flush followed by a trim that needs syncing again.
-                old = self._recovery_point
-                # every segment is closed even when one fails (its files are then
-                # released without writing): the first error is raised at the end, the
-                # recovery point stays and no marker is written, so the next open
-                # recovers what may not have reached the disk
-                first: OSError | None = None
-                for seg in self._segments:
-                    try:
-                        seg.close()
-                    except OSError as exc:
-                        first = first or exc
-                        seg.close_handlers()
-                try:
-                    if first is None and old < self._next_offset and \
-                            any(seg.base_offset >= old for seg in self._segments):
-                        _fileio.fs.fsync_dir(self.dir)  # segments created since the last flush
-                except OSError as exc:
-                    first = exc
-                if first is not None:
-                    self._failed = first
-                    for _, seg in self._pending_deletes:
-                        seg.close_handlers()
-                    raise first
-                self._recovery_point = self._next_offset
+                local.close()   # (the final flush; on a failure the log is failed)
                 self.delete_pending_segments(force=True)
                 if self._standalone:
-                    marker = os.path.join(self.dir, CLEAN_SHUTDOWN_FILE)
-                    fd = _fileio.open_to_rewrite(marker)
-                    try:
-                        _fileio.write_fully(fd, b'{"version":0,"brokerEpoch":0}')
-                        _fileio.fs.fsync(fd)
-                    finally:
-                        _fileio.fs.close(fd)
-                    _fileio.fs.fsync_dir(self.dir)
+                    local.write_clean_shutdown_marker()
             finally:
                 self._closed = True
                 self._release_dir_lock()
@@ -1427,15 +1064,11 @@ class Log:
         disk); pending ``.deleted`` segments too. Idempotent."""
         with self._lock:
             self._close_handlers()
-            for _, seg in self._pending_deletes:
+            for _, seg in self._local.pending_deletes:
                 seg.close_handlers()
 
     def _close_handlers(self) -> None:
-        for seg in self._segments:
-            try:
-                seg.close_handlers()
-            except OSError:
-                pass
+        self._local.close_handlers()
         self._closed = True
         self._release_dir_lock()
 
@@ -1446,41 +1079,3 @@ class Log:
         self.close()
 
 
-class _SegmentGone(Exception):
-    """A lock-free read found its segment closed under it (see :meth:`Log.read`)."""
-
-
-# What a lock-free read can meet when a roll trims, or a delayed deletion closes, the
-# segment it is reading: a closed index or file (KafkaStoreError, IndexClosedError), a
-# released view or map (ValueError, BufferError), a closed or deleted file (OSError).
-_RACE_ERRORS = (_SegmentGone, KafkaStoreError, OSError, ValueError, BufferError)
-
-
-def _scan_v2(view: memoryview):
-    """The headers of ``view``'s whole entries, CRC-checked, as ``(positions, sizes,
-    magics, last_offsets, max_timestamps, base_offsets, valid_bytes)``: the result of
-    ``scan_batches(view, validate=True)`` without its fixed cost, for the common input of
-    a few v2 batches. None when an entry is not a sound v2 batch (legacy, short, a bad
-    CRC, a bad size): the full scan then gives the answer or the error.
-    """
-    positions, sizes, lasts, max_tss, bases = [], [], [], [], []
-    limit = len(view)
-    pos = 0
-    while True:
-        status, pos, size, magic, base, last, max_ts = _find_entry(view, pos, limit,
-                                                                   _FIRST_OFFSET)
-        if status != _FOUND:
-            if status != _END:
-                return None
-            break
-        if magic != 2 or size < RECORD_BATCH_OVERHEAD or \
-                crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) != \
-                UINT32.unpack_from(view, pos + CRC_OFFSET)[0]:
-            return None
-        positions.append(pos)
-        sizes.append(size)
-        lasts.append(last)
-        max_tss.append(max_ts)
-        bases.append(base)
-        pos += size
-    return positions, sizes, [2] * len(sizes), lasts, max_tss, bases, pos

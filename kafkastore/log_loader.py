@@ -24,8 +24,10 @@ state:
 
 A ``-delete`` directory is opened without recovery, as in Kafka.
 
-The functions work on the log's internals: this module is the loading half of the log
-layer, split from :mod:`kafkastore.log` to keep one concern per file. They run before the
+The functions fill in the log's :class:`~kafkastore.local_log.LocalLog` (its
+:attr:`~kafkastore.log.Log.local_log`: segments, offsets) and the log's own leader
+epochs and producer state: this module is the loading half of the log layer, split from
+:mod:`kafkastore.log` to keep one concern per file. They run before the
 log is shared (under nothing) or, for :func:`rebuild_producer_state` from a truncation,
 under the log's lock.
 """
@@ -83,6 +85,7 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
     ``clean`` says whether the last shutdown was clean (no recovery then);
     ``recovery_point`` and ``log_start_offset`` are the checkpointed values.
     """
+    local = log.local_log
     log._epochs = LeaderEpochFileCache(log.dir)
     swap_files = _remove_temp_files_and_collect_swap_files(log)
     _complete_swap_operations(log, swap_files)
@@ -91,22 +94,22 @@ def load(log: Log, clean: bool, recovery_point: int, log_start_offset: int) -> N
     if log.dir.rstrip(os.sep).endswith(DELETE_DIR_SUFFIX):
         _load_dir_marked_for_deletion(log)
         return
-    log._next_offset, log._recovery_point = _recover_log(log, clean, recovery_point,
-                                                         log_start_offset)
+    local.next_offset, local.recovery_point = _recover_log(log, clean, recovery_point,
+                                                           log_start_offset)
     # the active segment's indexes get their full size back (a clean shutdown trimmed
     # them), or it would look full and roll at once
-    active = log._segments[-1]
+    active = local.segments[-1]
     active.offset_index.resize(log.config.segment_index_bytes)
     active.time_index.resize(log.config.segment_index_bytes)
-    log._log_start_offset = max(log_start_offset, log._segments[0].base_offset)
+    local.log_start_offset = max(log_start_offset, local.segments[0].base_offset)
     # the epochs of what the log holds (a checkpoint written before a crash may run
     # past the recovered end, or below a start offset that moved since)
-    log._epochs.truncate_from_end(log._next_offset)
-    log._epochs.truncate_from_start(log._log_start_offset)
+    log._epochs.truncate_from_end(local.next_offset)
+    log._epochs.truncate_from_start(local.log_start_offset)
     # the state at the log end offset, built afresh: the recovery's scratch managers
     # wrote and deleted snapshots, so the stray ones are found by listing again
-    log._producers.remove_stray_snapshots(log._bases, reload=log._recovered_segments)
-    rebuild_producer_state(log, log._producers, log._next_offset, clean)
+    log._producers.remove_stray_snapshots(local.bases, reload=log._recovered_segments)
+    rebuild_producer_state(log, log._producers, local.next_offset, clean)
 
 
 def _remove_temp_files_and_collect_swap_files(log: Log) -> list[str]:
@@ -230,7 +233,7 @@ def _load_segment_files(log: Log, log_start_offset: int) -> list[int]:
         stem = name[:-len(LOG_FILE_SUFFIX)]
         time_index_newly_created = stem + TIME_INDEX_FILE_SUFFIX not in present
         seg = LogSegment.open(log.dir, base, log.config, file_already_exists=True,
-                              time_ms=log._time_ms)
+                              time_ms=log.local_log.time_ms)
         try:
             # Kafka's check (the offset index exists); the content checks run when an
             # index is first used, so opening maps no index file
@@ -240,21 +243,21 @@ def _load_segment_files(log: Log, log_start_offset: int) -> list[int]:
         except CorruptIndexError as exc:
             logger.warning("Could not find a valid index for segment %s (%s); rebuilding it",
                            seg.log.path, exc)
-            log._set_segments(segments)   # (the producer state below it is rebuilt)
+            log.local_log.set_segments(segments)   # (the producer state below it is rebuilt)
             recover_segment(log, seg, log_start_offset)
         segments.append(seg)
-    log._set_segments(segments)
+    log.local_log.set_segments(segments)
     return snapshots
 
 
 def _load_dir_marked_for_deletion(log: Log) -> None:
     """A ``-delete`` directory is opened only to be deleted: no recovery, as in Kafka's
     ``load``; an empty one gets a segment at 0, and the offsets start at 0."""
-    if not log._segments:
-        log._set_segments([log._new_segment(0)])
-    log._next_offset = log._segments[-1].read_next_offset()
-    log._recovery_point = 0
-    log._log_start_offset = 0
+    if not log.local_log.segments:
+        log.local_log.set_segments([log.local_log.new_segment(0)])
+    log.local_log.next_offset = log.local_log.segments[-1].read_next_offset()
+    log.local_log.recovery_point = 0
+    log.local_log.log_start_offset = 0
 
 
 def _recover_log(log: Log, clean: bool, recovery_point: int,
@@ -268,9 +271,9 @@ def _recover_log(log: Log, clean: bool, recovery_point: int,
     if not clean:
         _recover_from(log, recovery_point, log_start_offset)
     _delete_segments_if_log_start_greater_than_log_end(log, log_start_offset)
-    if not log._segments:
-        log._set_segments([log._new_segment(log_start_offset)])
-    next_offset = log._segments[-1].read_next_offset()
+    if not log.local_log.segments:
+        log.local_log.set_segments([log.local_log.new_segment(log_start_offset)])
+    next_offset = log.local_log.segments[-1].read_next_offset()
     return next_offset, next_offset if clean else min(recovery_point, next_offset)
 
 
@@ -279,16 +282,16 @@ def _delete_segments_if_log_start_greater_than_log_end(log: Log,
     """Kafka's step of the same name: a log whose end is below the checkpointed start
     (its segment files deleted by hand) loses every segment, its epochs and its
     producer state."""
-    if not log._segments:
+    if not log.local_log.segments:
         return
-    next_offset = log._segments[-1].read_next_offset()
+    next_offset = log.local_log.segments[-1].read_next_offset()
     if next_offset < log_start_offset:
         logger.warning("Log end offset %d is below the log start offset %d: deleting all "
                        "segments", next_offset, log_start_offset)
-        for seg in log._segments:
+        for seg in log.local_log.segments:
             seg.close_handlers()
             seg.delete_if_exists()
-        log._set_segments([])
+        log.local_log.set_segments([])
         log._epochs.clear()
         log._producers.truncate_fully_and_start_at(log_start_offset)
 
@@ -317,8 +320,9 @@ def rebuild_producer_state(log: Log, producers: ProducerStateManager, last_offse
     After a clean shutdown with no snapshot at all (a directory from before producer
     state was kept) nothing is replayed: empty snapshots are written at the last two
     segment bases and ``last_offset`` instead, as Kafka does on upgrade."""
-    start = log._log_start_offset if log_start_offset is None else log_start_offset
-    segments = [s for s in log._segments if upto is None or s.base_offset < upto.base_offset]
+    start = log.local_log.log_start_offset if log_start_offset is None else log_start_offset
+    segments = [s for s in log.local_log.segments
+                if upto is None or s.base_offset < upto.base_offset]
     to_snapshot = [s.base_offset for s in segments[-2:]] + [last_offset]
     if producers.latest_snapshot_offset() is None and reload_from_clean_shutdown:
         for offset in to_snapshot:
@@ -326,7 +330,7 @@ def rebuild_producer_state(log: Log, producers: ProducerStateManager, last_offse
             producers.take_snapshot()
         return
     empty_before = producers.is_empty and producers.map_end_offset >= last_offset
-    producers.truncate_and_reload(start, last_offset, log._time_ms())
+    producers.truncate_and_reload(start, last_offset, log.local_log.time_ms())
     if last_offset > producers.map_end_offset and not empty_before:
         bases = [s.base_offset for s in segments]
         first = max(0, bisect.bisect_right(bases, producers.map_end_offset) - 1)
@@ -369,10 +373,10 @@ def _replay_segment(producers: ProducerStateManager, seg: LogSegment, begin: int
 
 
 def _recover_from(log: Log, recovery_point: int, log_start_offset: int = 0) -> None:
-    segments = list(log._segments)
+    segments = list(log.local_log.segments)
     if not segments:
         return
-    start = max(0, bisect.bisect_right(log._bases, recovery_point) - 1)
+    start = max(0, bisect.bisect_right(log.local_log.bases, recovery_point) - 1)
     for i in range(start, len(segments)):
         seg = segments[i]
         try:
@@ -388,7 +392,7 @@ def _recover_from(log: Log, recovery_point: int, log_start_offset: int = 0) -> N
             for later in segments[i + 1:]:
                 later.close_handlers()
                 later.delete_if_exists()
-            log._set_segments(segments[:i + 1])
+            log.local_log.set_segments(segments[:i + 1])
             return
 
 
