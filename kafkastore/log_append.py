@@ -22,9 +22,9 @@ from kafkastore.batch_header import (
     UINT32,
 )
 from kafkastore.config import LogConfig
-from kafkastore.errors import InvalidRecordError
 from kafkastore.records import CompressionType, TimestampType, iter_batches
-from kafkastore.validator import codec_level
+from kafkastore.validator import check_timestamp_window, codec_level
+from kafkastore.validator import target_codec as validator_target_codec
 
 __all__ = ["AppendPlan", "LogAppendInfo", "check_timestamps", "scan_v2", "target_codec"]
 
@@ -48,7 +48,6 @@ class LogAppendInfo(NamedTuple):
     duplicate: bool = False       # a producer's retried batch: nothing was written
 
 
-
 class AppendPlan(NamedTuple):
     """What :meth:`Log.append <kafkastore.log.Log.append>` derives from the config, once
     per config, not per call."""
@@ -69,28 +68,21 @@ class AppendPlan(NamedTuple):
 
 
 def target_codec(config: LogConfig, compression) -> CompressionType:
-    """The codec of an append: the call's, else ``compression.type`` (``producer``:
-    uncompressed, as records appended here come from no producer)."""
+    """The codec of an append: the call's, else ``compression.type``
+    (:func:`kafkastore.validator.target_codec`; for ``producer``, uncompressed, as records
+    appended here come from no producer)."""
     if compression is not None:
         return CompressionType.parse(compression)
-    if config.compression_type == "producer":
-        return CompressionType.NONE
-    return CompressionType.parse(config.compression_type)
+    return validator_target_codec(config, CompressionType.NONE)
 
 
 def check_timestamps(data, now: int, config: LogConfig, directory: str) -> None:
-    """Kafka's CreateTime window (``message.timestamp.before/after.max.ms``) over every
-    record of ``data``: :class:`~kafkastore.errors.InvalidRecordError` for one outside."""
+    """Kafka's CreateTime window over every record of ``data``
+    (:func:`~kafkastore.validator.check_timestamp_window`, batch by batch)."""
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
     for batch in iter_batches(data, validate=False):
-        for record in batch:
-            ts = record.timestamp
-            if ts != -1 and (ts < now - before or ts > now + after):
-                raise InvalidRecordError(
-                    f"Timestamp {ts} of message with offset {record.offset} is out of "
-                    f"range. The timestamp should be within [{now - before}, "
-                    f"{now + after}]", offset=record.offset, path=directory)
+        check_timestamp_window(batch, now, before, after, directory)
 
 
 def scan_v2(view: memoryview):

@@ -63,7 +63,8 @@ from kafkastore.records import (
     read_batch,
 )
 
-__all__ = ["LogValidator", "ValidatedProduce", "codec_level", "split_produces", "target_codec"]
+__all__ = ["LogValidator", "ValidatedProduce", "check_timestamp_window", "codec_level",
+           "split_produces", "target_codec"]
 
 _tuple_new = tuple.__new__   # a NamedTuple without its Python __new__ (the append path)
 
@@ -276,10 +277,8 @@ class LogValidator:
     def _check_legacy_record(self, record, entry, pos, now) -> None:
         if self._compacted and record.key is None:
             self._no_key(pos)
-        ts = record.timestamp
-        if not self._log_append and ts != -1:
-            if ts < now - self._before or ts > now + self._after:
-                self._out_of_window(ts, record.offset, now, pos)
+        if not self._log_append and record.timestamp != -1:
+            check_timestamp_window((record,), now, self._before, self._after, self.path, pos)
         elif entry.magic == 1 and entry.attributes & TIMESTAMP_TYPE_MASK:
             self._producer_log_append_time(pos)
 
@@ -313,19 +312,25 @@ class LogValidator:
             "LogAppendTime.", position=pos, path=self.path)
 
     def _check_window(self, min_ts, max_ts, now, batch, pos) -> None:
-        lo, hi = now - self._before, now + self._after
-        if min_ts >= lo and max_ts <= hi:
-            return
-        for record in batch:   # the first record out of the window, for the message
-            ts = record.timestamp
-            if ts != -1 and (ts < lo or ts > hi):
-                self._out_of_window(ts, record.offset, now, pos)
+        if min_ts >= now - self._before and max_ts <= now + self._after:
+            return   # the batch's extremes are inside: no record is outside
+        check_timestamp_window(batch, now, self._before, self._after, self.path, pos)
 
-    def _out_of_window(self, ts, offset, now, pos):
-        raise InvalidRecordError(
-            f"Timestamp {ts} of message with offset {offset} is out of range. The timestamp "
-            f"should be within [{now - self._before}, {now + self._after}]",
-            offset=offset, position=pos, path=self.path)
+
+def check_timestamp_window(records, now: int, before: int, after: int, path: str,
+                           position: int | None = None) -> None:
+    """Kafka's CreateTime window (``message.timestamp.before.max.ms`` /
+    ``after.max.ms``) over ``records``: :class:`~kafkastore.errors.InvalidRecordError`
+    naming the first record outside ``[now - before, now + after]`` (a record without a
+    timestamp, -1, is never outside)."""
+    lo, hi = now - before, now + after
+    for record in records:
+        ts = record.timestamp
+        if ts != -1 and (ts < lo or ts > hi):
+            raise InvalidRecordError(
+                f"Timestamp {ts} of message with offset {record.offset} is out of range. The "
+                f"timestamp should be within [{lo}, {hi}]", offset=record.offset,
+                position=position, path=path)
 
 
 def check_produce_size(config: LogConfig, size: int, path: str) -> None:
