@@ -162,6 +162,11 @@ def increment_sequence(sequence: int, increment: int) -> int:
     """Kafka's ``DefaultRecordBatch.incrementSequence``: ``sequence + increment``, wrapping
     past ``Integer.MAX_VALUE`` to 0, in Java ``int`` arithmetic throughout (so any two
     ints, even a corrupt header's, give Java's answer)."""
+    if 0 <= sequence <= _INT_MAX and 0 <= increment <= _INT_MAX:
+        # every sound header: no step of Java's arithmetic overflows (the per-append path)
+        if sequence > _INT_MAX - increment:
+            return increment - (_INT_MAX - sequence) - 1
+        return sequence + increment
     if sequence > _wrap32(_INT_MAX - increment):
         return _wrap32(increment - _wrap32(_INT_MAX - sequence) - 1)
     return _wrap32(sequence + increment)
