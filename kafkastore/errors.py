@@ -51,6 +51,10 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidTxnStateError",
     "TransactionCoordinatorFencedError",
+    "TieredStorageError",
+    "CorruptManifestError",
+    "CorruptChunkError",
+    "MissingKeyError",
 ]
 
 
@@ -509,3 +513,42 @@ class InvalidTxnStateError(ProducerStateError):
 class TransactionCoordinatorFencedError(ProducerStateError):
     """A transaction marker whose coordinator epoch is below the last one the log holds for
     the producer (Kafka's ``TransactionCoordinatorFencedException``: a zombie coordinator)."""
+
+
+class TieredStorageError(KafkaStoreError, ValueError):
+    """A tiered-storage copy (KIP-405 remote segments, :mod:`kafkastore.tiered`) that
+    cannot be read as asked: an object layout that is not one kafkastore knows, a
+    segment the resolution left out that was asked for by name, or an upload refused.
+    ``path`` is the URI of the object or prefix."""
+
+
+class CorruptManifestError(TieredStorageError):
+    """A segment manifest (Aiven's ``.rsm-manifest``) or one of its parts (the chunk
+    index, its encoded chunk sizes, the index positions, the encryption metadata) that
+    does not parse or contradicts itself or the objects beside it. ``path`` is the
+    manifest's URI."""
+
+
+class CorruptChunkError(TieredStorageError):
+    """A chunk of a remote segment that does not detransform: a zstd frame that does not
+    decompress to the chunk's original size, an AES-GCM tag that does not verify (wrong
+    key, tampered or truncated bytes), or an object shorter than its chunk index says.
+    ``chunk`` is the chunk's number, ``position`` its byte position in the transformed
+    object, ``path`` the object's URI."""
+
+    def __init__(self, message: str, *, chunk: int | None = None,
+                 position: int | None = None, offset: int | None = None,
+                 path: str | None = None) -> None:
+        super().__init__(message, position=position, offset=offset, path=path)
+        self.chunk = chunk
+
+
+class MissingKeyError(TieredStorageError):
+    """An encrypted remote segment whose data key is wrapped with an RSA key that is not
+    in the key ring given (or no key ring was given). ``key_id`` names the key the
+    segment needs; ``path`` is the manifest's URI."""
+
+    def __init__(self, message: str, *, key_id: str | None = None,
+                 path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.key_id = key_id
