@@ -61,7 +61,11 @@ from kafkastore.leader_epoch import (
     LeaderEpochCheckpointFile,
 )
 from kafkastore.log_view import ReadOnlyLog, SegmentRef
-from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME, check_topic_id
+from kafkastore.partition_metadata import (
+    PARTITION_METADATA_FILENAME,
+    check_topic_id,
+    parse_topic_id,
+)
 from kafkastore.producer_state import snapshot_bytes
 from kafkastore.records import read_batch, scan_batches
 from kafkastore.tiered.chunk_index import (
@@ -205,13 +209,12 @@ class _Partition:
         return self.storage.read_file(self.storage.join(self.log.path, name))
 
     def _topic_id(self) -> str:
-        data = self._file(PARTITION_METADATA_FILENAME)
-        for line in (data or b"").decode("utf-8", "replace").split("\n"):
-            name, _, value = line.partition(":")
-            if name.strip() == "topic_id":
-                return value.strip()
-        raise TieredStorageError(f"{self.log.uri}: no topic id (no partition.metadata); "
-                                 f"give topic_id", path=self.log.uri)
+        name = PARTITION_METADATA_FILENAME
+        data = self._file(name)
+        if data is None:
+            raise TieredStorageError(f"{self.log.uri}: no topic id (no {name}); give "
+                                     f"topic_id", path=self.log.uri)
+        return parse_topic_id(data, self.storage.uri(self.storage.join(self.log.path, name)))
 
     def read(self, seg: SegmentRef) -> bytes:
         with self.storage.open(seg.path) as reader:
