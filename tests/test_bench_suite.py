@@ -26,6 +26,8 @@ EXPECTED_PEERS = {
     "read": ["os.pread"],
     "recovery": ["crc32c (raw)"],
     "clean": ["naive aiokafka_c compactor"],
+    "tiered": ["AESGCM alone", "local columns() + AESGCM alone",
+               "local columns() + zstandard alone", "local log directory", "zstandard alone"],
 }
 
 
@@ -61,7 +63,7 @@ def test_every_workload_runs_against_its_peers(results):
     assert sorted(c.variant for c in out if c.workload == "encode"
                   and c.peer == "kafka_python") == ["none", "zstd"]
     assert labels[:3] == ["encode none", "encode zstd", "decode none"]
-    assert labels[-1] == "clean"
+    assert labels[-2:] == ["clean", "tiered"]
 
 
 def test_record_counts_and_units(results):

@@ -24,11 +24,15 @@ append   ``Log.append``, 100 records a call             aiokafka_c builder + ``f
 read     one random-offset ``Log.read``, 10 segments    ``os.pread`` of the same size
 recovery ``LogSegment.recover`` of one segment          crc32c over its bytes
 clean    ``cleaner.clean`` (n records, n/10 keys)       naive aiokafka_c compactor
+tiered   a tiered copy's ``records()``, ``columns()``,  the same segments as a local log
+         random ``read()``; zstd and AES-GCM copies'    directory; ``zstandard`` /
+         ``columns()`` and raw segment read             ``AESGCM`` alone on the same chunks
 ======== ============================================= ====================================
 
 This is the quick side-by-side look at a size of the user's choosing, in one process.
 For numbers against the issue's bars use ``asv_bench/compare_peers.py`` (a fresh
-interpreter per cell) and ``asv_bench/compare_log.py``; for history, asv. Only ratios
+interpreter per cell), ``asv_bench/compare_log.py`` and ``asv_bench/compare_tiered.py``
+(which adds the bytes fetched per query); for history, asv. Only ratios
 from one run mean anything: absolute times drift between runs on a shared machine.
 """
 
@@ -43,12 +47,12 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["WORKLOADS", "CODECS", "PER_CODEC", "Comparison", "count_steps", "run_suite",
-           "environment", "format_table"]
+__all__ = ["WORKLOADS", "CODECS", "PER_CODEC", "Comparison", "compare", "count_steps",
+           "run_suite", "environment", "format_table"]
 
 #: The workloads, in the order they run.
 WORKLOADS = ("encode", "decode", "columns", "scan", "index", "append", "read", "recovery",
-             "clean")
+             "clean", "tiered")
 #: Codecs the record workloads run with (any of none, gzip, snappy, lz4, zstd).
 CODECS = ("none", "lz4", "zstd")
 #: The workloads that run once per codec.
@@ -123,6 +127,23 @@ def _best(timers: dict[str, Timer], reps: int) -> dict[str, float]:
     return best
 
 
+def compare(workload: str, variant: str, ours: Timer, peers: dict[str, Callable[[], Timer]],
+            count: int, unit: str, reps: int) -> list[Comparison]:
+    """``ours`` against each of ``peers``, best of ``reps`` alternating rounds: one
+    :class:`Comparison` per peer. A peer is a maker of its timer, called once; one that
+    raises ``NotImplementedError`` (the peer is missing) gives a skipped comparison."""
+    timers: dict[str, Timer] = {"kafkastore": ours}
+    skipped: dict[str, str] = {}
+    for name, make in peers.items():
+        try:
+            timers[name] = make()
+        except NotImplementedError as exc:
+            skipped[name] = str(exc)
+    best = _best(timers, reps)
+    return [Comparison(workload, variant, name, best["kafkastore"], best.get(name), count,
+                       unit, skipped.get(name)) for name in peers]
+
+
 def _impl(name: str, op: str, *args, timer=_timed) -> Callable[[], Timer]:
     """A maker of a timer of implementation ``name``'s ``op(*args)``
     (:func:`kafkastore.bench.workload.load_impl`: ``NotImplementedError`` when the
@@ -152,20 +173,8 @@ class _Run:
 
     def compare(self, workload: str, variant: str, ours: Timer,
                 peers: dict[str, Callable[[], Timer]], count: int, unit: str) -> None:
-        """Build each peer's timer (``NotImplementedError``: the peer is missing), time
-        them against ``ours`` and record one :class:`Comparison` per peer."""
-        timers: dict[str, Timer] = {"kafkastore": ours}
-        skipped: dict[str, str] = {}
-        for name, make in peers.items():
-            try:
-                timers[name] = make()
-            except NotImplementedError as exc:
-                skipped[name] = str(exc)
-        best = _best(timers, self.reps)
-        for name in peers:
-            self.results.append(Comparison(
-                workload, variant, name, best["kafkastore"], best.get(name), count, unit,
-                skipped.get(name)))
+        """:func:`compare`, the comparisons recorded."""
+        self.results.extend(compare(workload, variant, ours, peers, count, unit, self.reps))
 
     def scratch(self, name: str) -> str:
         path = os.path.join(self.tmp, name)
@@ -374,6 +383,19 @@ class _Run:
 
         self.compare("clean", f"uncompressed, {max(self.n // 10, 1)} keys", ours,
                      {"naive aiokafka_c compactor": naive}, self.n, "records")
+
+
+    def tiered(self) -> None:
+        from kafkastore.bench.tiered import build_fixture, timed_cases
+
+        self.progress("tiered")
+        fx = build_fixture(self.scratch("tiered"), self.keys, self.values)
+        try:
+            for case in timed_cases(fx, _timed):
+                self.compare("tiered", case.variant, case.ours(), case.peers, case.count,
+                             case.unit)
+        finally:
+            fx.close()
 
 
 def count_steps(workloads: Iterable[str], codecs: Sequence[str]) -> int:
