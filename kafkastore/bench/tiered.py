@@ -56,10 +56,11 @@ from kafkastore.bench.workload import BASE_TIMESTAMP
 from kafkastore.storage import RangeReader, ReadOnlyStorage
 
 __all__ = ["TOPIC", "TOPIC_ID", "SEGMENTS", "PER_APPEND", "READ_WINDOW", "RANDOM_READS",
-           "COPIES", "CopySpec", "TieredFixture", "Case", "FetchResult", "QUERY_KINDS",
-           "build_partition", "build_fixture", "timed_cases", "measure_fetches", "warm",
-           "records_count", "columns_count", "read_offsets", "raw_read",
-           "transformed_chunks", "zstd_alone", "aesgcm_alone"]
+           "CopySpec", "PLAIN", "LOCAL_TIERED", "ZSTD", "ZSTD_SMALL", "AES", "COPIES",
+           "TieredFixture", "Case", "LOCAL_PEER", "FetchResult", "QUERY_KINDS",
+           "build_partition", "build_fixture", "warm", "timed_cases", "measure_fetches",
+           "records_count", "columns_count", "random_offsets", "read_offsets", "raw_read",
+           "transformed_chunks", "zstd_alone", "data_keys", "aesgcm_alone"]
 
 TOPIC = "bench"
 #: A fixed topic id (Kafka's base64 form of 16 bytes), so copies are reproducible.
@@ -83,10 +84,6 @@ class CopySpec:
     chunk_size: int = 4 << 20
     compression: bool = False
     encrypted: bool = False
-
-    @property
-    def transformed(self) -> bool:
-        return self.compression or self.encrypted
 
 
 PLAIN = CopySpec("aiven plain")
