@@ -115,9 +115,13 @@ class ChunkedReader(RangeReader):
         self.bytes_fetched += len(blob)
         out = {}
         view = memoryview(blob)
+        # a transformed chunk goes to the transform as a view of the run's bytes (zstd
+        # and AES-GCM read buffers; their output is new bytes); an identity transform
+        # returns what it is given, which must be bytes
+        keep = self._transform.identity
         for c in run:
             a = c.transformed_position - start
-            out[c.id] = self._transform.detransform(
-                bytes(view[a:a + c.transformed_size]) if len(run) > 1 else blob, c,
-                path=self.uri)
+            part = view[a:a + c.transformed_size] if len(run) > 1 else blob
+            out[c.id] = self._transform.detransform(bytes(part) if keep else part, c,
+                                                    path=self.uri)
         return out
