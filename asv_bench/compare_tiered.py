@@ -117,8 +117,12 @@ class _S3:
     """moto's S3 server on 127.0.0.1 (as tests/_s3.py starts it), a bucket per copy."""
 
     def __init__(self) -> None:
+        import logging
+
         import boto3
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)   # one line per request
 
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.server.start()
