@@ -463,10 +463,13 @@ class ReadOnlyLog:
         hi = min(hi, self.last_stable_offset)
         return lo, hi, AbortedTransactionFilter(self.collect_aborted_transactions(lo, hi))
 
-    def _chunks(self, lo: int, hi: int) -> Iterator[tuple[bytes, int, str]]:
+    def _chunks(self, lo: int, hi: int) -> Iterator[tuple[bytes, int, str, int, int]]:
         """The bytes of the complete entries that hold ``[lo, hi)``: ``(data, position,
-        uri)`` in bounded ranged reads, from each segment's index floor of ``lo`` to the
-        index's bound past ``hi``."""
+        uri, a, b)`` in bounded ranged reads, from each segment's index floor of ``lo`` to
+        the index's bound past ``hi``; ``[a, b)`` is the part of ``[lo, hi)`` the
+        segment serves (up to the next segment's base offset: where segments overlap, as
+        a tiered copy's may, the later one serves the overlap, so callers keep only the
+        rows of ``[a, b)``)."""
         from kafkastore.file_records import read_chunks
 
         for seg, a, b in self.segments_for(lo, hi):
@@ -475,7 +478,7 @@ class ReadOnlyLog:
             stop = self.end_position(seg, b)
             for pos, data, scan in read_chunks(records.read, position, stop, _CHUNK):
                 if scan.valid_bytes:
-                    yield data[:scan.valid_bytes], pos, records.path
+                    yield data[:scan.valid_bytes], pos, records.path, a, b
                 if scan.error is not None:
                     raise scan.error.with_context(path=records.path, position_base=pos)
                 if len(scan) and int(scan.last_offset[len(scan) - 1]) >= b - 1:
@@ -490,18 +493,24 @@ class ReadOnlyLog:
         stops at the last stable offset and leaves out the records of aborted
         transactions (and the control batches), as Kafka's consumer does."""
         lo, hi, txn_filter = self._range(start, end, isolation_level)
-        for data, pos, uri in self._chunks(lo, hi):
+        for data, pos, uri, a, b in self._chunks(lo, hi):
             try:
                 for batch in iter_batches(data, validate=True):
+                    if batch.last_offset < a:
+                        continue
                     if txn_filter is not None and not txn_filter.keep(batch):
                         continue
                     if batch.is_control and not include_control:
                         continue
+                    past = False
                     for rec in batch:
-                        if rec.offset >= hi:
-                            return
-                        if rec.offset >= lo:
+                        if rec.offset >= b:
+                            past = True
+                            break
+                        if rec.offset >= a:
                             yield rec
+                    if past:
+                        break
             except CorruptRecordError as exc:
                 raise exc.with_context(path=uri) from None
 
@@ -513,14 +522,14 @@ class ReadOnlyLog:
         ``isolation_level="read_committed"`` as :meth:`records` filters them."""
         lo, hi, txn_filter = self._range(start, end, isolation_level)
         parts = []
-        for data, pos, uri in self._chunks(lo, hi):
+        for data, pos, uri, lo_seg, hi_seg in self._chunks(lo, hi):
             try:
                 cols = decode_columns(data, headers=headers)
             except CorruptRecordError as exc:
                 raise exc.with_context(path=uri) from None
             off = cols.offset
-            a = int(np.searchsorted(off, lo, side="left"))
-            b = int(np.searchsorted(off, hi, side="left"))
+            a = int(np.searchsorted(off, lo_seg, side="left"))
+            b = int(np.searchsorted(off, hi_seg, side="left"))
             if b <= a:
                 continue
             if txn_filter is not None:

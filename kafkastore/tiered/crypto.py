@@ -1,0 +1,311 @@
+"""The encryption of Aiven's tiered-storage plugin: AES-256-GCM chunks under a per-segment
+data key, the data key wrapped with an RSA key of a key ring.
+
+Per segment (``AesEncryptionProvider.createDataKeyAndAAD``): a random 256-bit AES data key
+and 32 random bytes of additional authenticated data (AAD). Each chunk (and each non-empty
+index) is encrypted on its own, ``AES/GCM/NoPadding`` with a 128-bit tag, under a fresh
+random 12-byte IV, the AAD given to the cipher; the transformed chunk is
+``IV || ciphertext || tag`` (12 + n + 16 bytes; :func:`encrypt_chunk`).
+
+The data key is wrapped (``RsaEncryptionProvider``) with the key ring's active RSA public
+key, ``RSA/NONE/OAEPWithSHA3-512AndMGF1Padding`` from BouncyCastle. BouncyCastle's RSA
+``CipherSpi`` maps that name to OAEP with SHA3-512 as the label hash *and* MGF1 over
+SHA3-512 (``new OAEPParameterSpec("SHA3-512", "MGF1", new MGF1ParameterSpec("SHA3-512"),
+PSource.PSpecified.DEFAULT)``, an empty label), unlike the JDK's SunJCE provider, whose
+``OAEPWith<digest>AndMGF1Padding`` names keep MGF1 on SHA-1. The manifest stores it as
+``"<key id>:<base64 of the RSA ciphertext>"`` (``EncryptedDataKey``).
+
+``cryptography`` (OpenSSL) refuses SHA-3 digests in OAEP, so the OAEP encoding (RFC 8017
+section 7.1) is done here with :mod:`hashlib`'s SHA3-512 around the raw RSA operation on
+the key's numbers; decryption is blinded (a random ``r``: the exponentiation never sees the
+ciphertext as given) and every failure of the decoding is the same error, so a writer of
+manifests learns nothing from which check failed. The same code with SHA-512 is checked
+against ``cryptography``'s OAEP in the tests.
+
+Keys are PEM files, as the plugin reads them (``RsaKeyReader``: PKCS#8 private keys; the
+plugin also reads the X.509 public key, which is derived from the private key here).
+
+Thread-safety: a :class:`KeyRing` is immutable after construction and may be shared; it
+pickles as its PEM bytes (Spark ships it to executors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from collections.abc import Mapping
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from kafkastore.errors import ConfigError, CorruptChunkError, CorruptManifestError, MissingKeyError
+
+__all__ = [
+    "IV_SIZE",
+    "TAG_SIZE",
+    "DATA_KEY_SIZE",
+    "AAD_SIZE",
+    "KeyRing",
+    "new_data_key_and_aad",
+    "encrypt_chunk",
+    "decrypt_chunk",
+    "oaep_encrypt",
+    "oaep_decrypt",
+]
+
+IV_SIZE = 12
+TAG_SIZE = 16
+DATA_KEY_SIZE = 32
+AAD_SIZE = 32
+_OAEP_HASH = "sha3_512"
+
+
+# -- AES-GCM chunks ----------------------------------------------------------------------
+
+
+def new_data_key_and_aad() -> tuple[bytes, bytes]:
+    """A fresh 256-bit data key and 32 bytes of AAD (two separate random draws, as the
+    plugin insists)."""
+    return secrets.token_bytes(DATA_KEY_SIZE), secrets.token_bytes(AAD_SIZE)
+
+
+def _aead(key) -> AESGCM:
+    return key if isinstance(key, AESGCM) else AESGCM(bytes(key))
+
+
+def encrypt_chunk(key, aad: bytes, plain: bytes) -> bytes:
+    """``IV || ciphertext || tag`` of ``plain`` under ``key`` (bytes, or an ``AESGCM``
+    made from them) with a fresh random IV."""
+    iv = secrets.token_bytes(IV_SIZE)
+    return iv + _aead(key).encrypt(iv, bytes(plain), aad)
+
+
+def decrypt_chunk(key, aad: bytes, blob: bytes, *, chunk: int | None, position: int | None,
+                  path: str, what: str | None = None) -> bytes:
+    """The plain bytes of an encrypted chunk; a short blob or a tag that does not verify
+    (a wrong key, flipped or cut bytes) raises
+    :class:`~kafkastore.errors.CorruptChunkError` with ``chunk``, ``position``, ``path``.
+    ``what`` names the chunk in the message (default ``chunk <n>``)."""
+    name = what or f"chunk {chunk}"
+    if len(blob) < IV_SIZE + TAG_SIZE:
+        raise CorruptChunkError(
+            f"{path}: {name} at byte {position} is {len(blob)} bytes, shorter than an "
+            f"encrypted chunk's IV and tag ({IV_SIZE + TAG_SIZE})",
+            chunk=chunk, position=position, path=path)
+    blob = bytes(blob)
+    try:
+        return _aead(key).decrypt(blob[:IV_SIZE], blob[IV_SIZE:], aad)
+    except InvalidTag:
+        raise CorruptChunkError(
+            f"{path}: {name} at byte {position} does not decrypt: its AES-GCM tag does not "
+            f"verify (a wrong data key, or damaged or truncated bytes)",
+            chunk=chunk, position=position, path=path) from None
+
+
+# -- RSA-OAEP with SHA3-512 (RFC 8017 7.1) -------------------------------------------------
+
+
+def _mgf1(seed: bytes, length: int, hash_name: str) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < length:
+        out += hashlib.new(hash_name, seed + counter.to_bytes(4, "big")).digest()
+        counter += 1
+    return bytes(out[:length])
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).to_bytes(len(a), "big")
+
+
+def oaep_encrypt(public_key: rsa.RSAPublicKey, message: bytes, *,
+                 hash_name: str = _OAEP_HASH) -> bytes:
+    """RSAES-OAEP-ENCRYPT of ``message``, empty label, ``hash_name`` for both the label
+    hash and MGF1."""
+    numbers = public_key.public_numbers()
+    k = (numbers.n.bit_length() + 7) // 8
+    h_len = hashlib.new(hash_name).digest_size
+    if len(message) > k - 2 * h_len - 2:
+        raise ValueError(f"message of {len(message)} bytes too long for a {k * 8}-bit key "
+                         f"with OAEP over {hash_name}")
+    l_hash = hashlib.new(hash_name, b"").digest()
+    db = l_hash + b"\x00" * (k - len(message) - 2 * h_len - 2) + b"\x01" + message
+    seed = secrets.token_bytes(h_len)
+    masked_db = _xor(db, _mgf1(seed, k - h_len - 1, hash_name))
+    masked_seed = _xor(seed, _mgf1(masked_db, h_len, hash_name))
+    em = int.from_bytes(b"\x00" + masked_seed + masked_db, "big")
+    return pow(em, numbers.e, numbers.n).to_bytes(k, "big")
+
+
+def oaep_decrypt(private_key: rsa.RSAPrivateKey, ciphertext: bytes, *,
+                 hash_name: str = _OAEP_HASH) -> bytes:
+    """RSAES-OAEP-DECRYPT; ValueError("decryption error") for anything that fails."""
+    priv = private_key.private_numbers()
+    pub = priv.public_numbers
+    n, e = pub.n, pub.e
+    k = (n.bit_length() + 7) // 8
+    h_len = hashlib.new(hash_name).digest_size
+    if len(ciphertext) != k or k < 2 * h_len + 2:
+        raise ValueError("decryption error")
+    c = int.from_bytes(ciphertext, "big")
+    if c >= n:
+        raise ValueError("decryption error")
+    # blinding: decrypt c * r^e, then divide by r
+    while True:
+        r = secrets.randbelow(n - 2) + 2
+        try:
+            r_inv = pow(r, -1, n)
+            break
+        except ValueError:   # r shares a factor with n: practically never
+            continue
+    blinded = (c * pow(r, e, n)) % n
+    m1 = pow(blinded % priv.p, priv.dmp1, priv.p)
+    m2 = pow(blinded % priv.q, priv.dmq1, priv.q)
+    m = (m2 + priv.q * ((priv.iqmp * (m1 - m2)) % priv.p)) * r_inv % n
+    em = m.to_bytes(k, "big")
+    masked_seed, masked_db = em[1:1 + h_len], em[1 + h_len:]
+    seed = _xor(masked_seed, _mgf1(masked_db, h_len, hash_name))
+    db = _xor(masked_db, _mgf1(seed, k - h_len - 1, hash_name))
+    l_hash = hashlib.new(hash_name, b"").digest()
+    # one verdict at the end, whichever check fails
+    ok = em[0] == 0 and secrets.compare_digest(db[:h_len], l_hash)
+    rest = db[h_len:]
+    one = rest.find(b"\x01")
+    ok = ok and one >= 0 and not rest[:one].strip(b"\x00")
+    if not ok:
+        raise ValueError("decryption error")
+    return rest[one + 1:]
+
+
+# -- the key ring -------------------------------------------------------------------------
+
+
+def _load_pem(key_id: str, source) -> bytes:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, str) and source.lstrip().startswith("-----BEGIN"):
+        return source.encode("ascii")
+    try:
+        with open(os.fspath(source), "rb") as f:
+            return f.read()
+    except (OSError, TypeError) as exc:
+        raise ConfigError(f"Cannot read the RSA key {key_id!r} from {source!r}: {exc}",
+                          key=key_id, value=str(source)) from None
+
+
+def _private_key(key_id: str, pem: bytes) -> rsa.RSAPrivateKey:
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"The key {key_id!r} is not an unencrypted PEM private key: {exc}",
+                          key=key_id) from None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ConfigError(f"The key {key_id!r} is not an RSA key", key=key_id)
+    return key
+
+
+class KeyRing:
+    """RSA key pairs by key id (the plugin's ``encryption.key.pairs`` and
+    ``encryption.key.pair.id``). ``private_keys`` maps each id to PEM bytes (or text) or a
+    file path; ``active_key_id`` wraps new data keys (default: the only key, if one)."""
+
+    def __init__(self, private_keys: Mapping[str, bytes | str | os.PathLike] = (), *,
+                 active_key_id: str | None = None) -> None:
+        pems = {}
+        for key_id, source in dict(private_keys).items():
+            if not isinstance(key_id, str) or not key_id.strip() or ":" in key_id:
+                raise ConfigError(f"Invalid key id {key_id!r}: a key id is not blank and "
+                                  f"has no ':' (the manifest writes '<id>:<key>')",
+                                  key=str(key_id))
+            pems[key_id] = _load_pem(key_id, source)
+        self._pems = pems
+        self._keys = {key_id: _private_key(key_id, pem) for key_id, pem in pems.items()}
+        if active_key_id is None and len(pems) == 1:
+            active_key_id = next(iter(pems))
+        if active_key_id is not None and active_key_id not in pems:
+            raise ConfigError(f"The active key id {active_key_id!r} is not in the key ring "
+                              f"({', '.join(sorted(pems)) or 'empty'})", key=active_key_id)
+        self.active_key_id = active_key_id
+
+    @classmethod
+    def from_spec(cls, spec: str) -> KeyRing:
+        """``"id=/path/key.pem,id2=/p2.pem[;active=id]"`` (CLI and Spark options)."""
+        keys_part, _, rest = spec.partition(";")
+        active = None
+        if rest:
+            name, eq, value = rest.partition("=")
+            if name.strip() != "active" or not eq or not value.strip():
+                raise ConfigError(f"Invalid key ring {spec!r}: after ';' comes 'active=<id>'",
+                                  value=spec)
+            active = value.strip()
+        keys = {}
+        for item in filter(None, (part.strip() for part in keys_part.split(","))):
+            key_id, eq, path = item.partition("=")
+            if not eq or not key_id.strip() or not path.strip():
+                raise ConfigError(f"Invalid key ring entry {item!r}: expected <id>=<pem path>",
+                                  value=spec)
+            keys[key_id.strip()] = path.strip()
+        if not keys:
+            raise ConfigError(f"Invalid key ring {spec!r}: no key", value=spec)
+        return cls(keys, active_key_id=active)
+
+    @staticmethod
+    def generate(key_id: str, bits: int = 2048) -> tuple[KeyRing, bytes]:
+        """A new RSA key pair (tests, the CLI): the ring holding it and its PKCS#8 PEM."""
+        key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
+        pem = key.private_bytes(serialization.Encoding.PEM,
+                                serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+        return KeyRing({key_id: pem}, active_key_id=key_id), pem
+
+    @property
+    def key_ids(self) -> list[str]:
+        return sorted(self._pems)
+
+    def __contains__(self, key_id: object) -> bool:
+        return key_id in self._keys
+
+    def public_key_pem(self, key_id: str) -> bytes:
+        """The X.509 SubjectPublicKeyInfo PEM of ``key_id`` (the plugin's public key file)."""
+        return self._keys[key_id].public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    def wrap(self, data_key: bytes) -> tuple[str, bytes]:
+        """``(active key id, RSA-OAEP ciphertext of data_key)``."""
+        if self.active_key_id is None:
+            raise ConfigError("The key ring has no active key to encrypt with "
+                              "(give active_key_id)", key="active")
+        key = self._keys[self.active_key_id]
+        return self.active_key_id, oaep_encrypt(key.public_key(), bytes(data_key))
+
+    def unwrap(self, key_id: str, blob: bytes, *, path: str) -> bytes:
+        """The data key wrapped in ``blob`` with ``key_id``: MissingKeyError if the ring
+        lacks the key, CorruptManifestError if it does not decrypt to an AES key."""
+        key = self._keys.get(key_id)
+        if key is None:
+            have = ", ".join(sorted(self._keys)) or "no keys"
+            raise MissingKeyError(f"{path}: the segment's data key is encrypted with RSA key "
+                                  f"{key_id!r}, which is not in the key ring ({have})",
+                                  key_id=key_id, path=path)
+        try:
+            data_key = oaep_decrypt(key, bytes(blob))
+        except ValueError:
+            raise CorruptManifestError(
+                f"{path}: the data key does not decrypt with RSA key {key_id!r} (a different "
+                f"key under the same id, or a damaged manifest)", path=path) from None
+        if len(data_key) not in (16, 24, 32):
+            raise CorruptManifestError(f"{path}: the data key is {len(data_key)} bytes, not "
+                                       f"an AES key", path=path)
+        return data_key
+
+    def __getstate__(self):
+        return {"pems": self._pems, "active": self.active_key_id}
+
+    def __setstate__(self, state) -> None:
+        self.__init__(state["pems"], active_key_id=state["active"])
+
+    def __repr__(self) -> str:
+        return f"KeyRing(keys={self.key_ids}, active={self.active_key_id!r})"

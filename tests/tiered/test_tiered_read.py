@@ -1,0 +1,315 @@
+"""Reading tiered-storage copies: the vectors (Aiven layout, made by an independent
+encoder), LocalTieredStorage copies, resolution of retried/unfinished/overlapping
+uploads and gaps, damaged chunks, and the S3 emulator."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from _logtools import open_log
+from _vectors import VECTORS
+
+from kafkastore.errors import CorruptChunkError, TieredStorageError
+from kafkastore.log_view import ReadOnlyLog
+from kafkastore.tiered import open_tiered
+from kafkastore.tiered.listing import AIVEN, LOCAL
+from kafkastore.tiered.resolve import (
+    DUPLICATE,
+    EMPTY,
+    SHADOWED,
+    UNFINISHED,
+    RemoteSegment,
+    resolve,
+)
+from kafkastore.topic import TopicPartition
+
+TIERED = VECTORS / "tiered" if VECTORS is not None else None
+needs_vectors = pytest.mark.skipif(TIERED is None or not TIERED.is_dir(),
+                                   reason="the tiered-storage vectors are absent")
+ORDERS0 = TopicPartition("orders", 0)
+ORDERS1 = TopicPartition("orders", 1)
+TOPIC_ID = "8lzmN6RjQ3mA0ZzZ9u6Zbw"
+
+
+def rows(records):
+    return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in records]
+
+
+def source_log(name: str) -> ReadOnlyLog:
+    return ReadOnlyLog.open(str(VECTORS / "segments" / name))
+
+
+# -- the vectors: Aiven copies made by an independent encoder ------------------------------
+
+@needs_vectors
+@pytest.mark.parametrize("copy_name, tp, source", [
+    ("aiven-plain", ORDERS0, "s1_v2_mixed_codecs"),
+    ("aiven-plain", ORDERS1, "s2_mixed_magic"),
+    ("aiven-zstd", ORDERS0, "s1_v2_mixed_codecs"),
+])
+def test_vector_copies_read_as_their_source_segments(copy_name, tp, source):
+    with open_tiered(str(TIERED / copy_name)) as copy:
+        assert copy.layout == AIVEN
+        assert copy.topic_id("orders") == TOPIC_ID
+        log = copy.log(tp)
+        want = source_log(source)
+        assert (log.log_start_offset, log.log_end_offset) == \
+            (want.log_start_offset, want.log_end_offset)
+        assert rows(log.records()) == rows(want.records())
+        # the virtual .log is the source segment byte for byte
+        seg = log.segments[0]
+        with copy.tiered_storage.open(seg.path) as reader:
+            data = reader.read(0, reader.size)
+        src = next((VECTORS / "segments" / source).glob("*.log")).read_bytes()
+        assert data == src
+        # and the index files are the source's
+        for suffix in (".index", ".timeindex"):
+            name = seg.path[:-len(".log")] + suffix
+            assert copy.tiered_storage.read_file(name) == \
+                next((VECTORS / "segments" / source).glob("*" + suffix)).read_bytes()
+
+
+@needs_vectors
+def test_vector_columns_offsets_and_timestamps_match_the_source():
+    with open_tiered(str(TIERED / "aiven-zstd")) as copy:
+        log = copy.log(ORDERS0)
+        want = source_log("s1_v2_mixed_codecs")
+        mid = (log.log_start_offset + log.log_end_offset) // 2
+        got = log.columns(mid, mid + 300)
+        exp = want.columns(mid, mid + 300)
+        assert list(got.offset) == list(exp.offset) and len(got.offset) > 0
+        for ts in (0, 1700000050000, 1700000119862, 1800000000000):
+            assert log.offset_for_timestamp(ts) == want.offset_for_timestamp(ts)
+        assert bytes(log.read(mid, 5000).to_bytes()) == bytes(want.read(mid, 5000).to_bytes())
+
+
+@needs_vectors
+def test_zstd_copy_fetches_only_the_chunks_a_query_needs():
+    with open_tiered(str(TIERED / "aiven-zstd")) as copy:
+        log = copy.log(ORDERS0)
+        seg = copy.resolution(ORDERS0).segments[0]
+        index = seg.manifest.chunk_index
+        mid = (log.log_start_offset + log.log_end_offset) // 2   # the LEO read, first
+        ref = log.segments[0]
+        for lo, n in ((mid, 10), (log.log_start_offset, 1), (mid + 500, 300)):
+            log.close()    # no decoded chunk kept from the query before
+            copy.storage.stats.reset()
+            got = [r.offset for r in log.records(lo, lo + n)]
+            assert got == list(range(lo, lo + n))
+            # what the query reads: from the index floor of lo to the index's bound
+            # past lo + n; the chunks holding those bytes are what it needs
+            start, _ = log.floor_position(ref, lo)
+            stop = log.end_position(ref, lo + n)
+            need = sum(c.transformed_size for c in index.chunks_for_range(start, stop - start))
+            assert 0 < copy.storage.stats.bytes_read <= need
+            assert need < index.transformed_file_size   # not the whole object
+
+
+@needs_vectors
+def test_a_damaged_zstd_chunk_is_a_typed_error_naming_segment_and_chunk(tmp_path):
+    copy_dir = tmp_path / "copy"
+    shutil.copytree(TIERED / "aiven-zstd", copy_dir)
+    log_obj = next(copy_dir.rglob("*.log"))
+    with open_tiered(str(copy_dir)) as copy:
+        chunk = copy.resolution(ORDERS0).segments[0].manifest.chunk_index.chunk(3)
+    data = bytearray(log_obj.read_bytes())
+    for i in range(chunk.transformed_position + 4, chunk.transformed_position + 12):
+        data[i] ^= 0x5A
+    log_obj.write_bytes(bytes(data))
+    with open_tiered(str(copy_dir)) as copy:
+        log = copy.log(ORDERS0)
+        with pytest.raises(CorruptChunkError) as info:
+            list(log.records())
+    assert info.value.chunk == 3
+    assert info.value.path.endswith(log_obj.name)
+    assert "chunk 3" in str(info.value)
+
+
+@needs_vectors
+def test_a_missing_manifest_is_an_unfinished_upload_left_out(tmp_path):
+    copy_dir = tmp_path / "copy"
+    shutil.copytree(TIERED / "aiven-plain", copy_dir)
+    for manifest in copy_dir.rglob("*.rsm-manifest"):
+        if "/1/" in str(manifest):
+            manifest.unlink()
+    with open_tiered(str(copy_dir)) as copy:
+        res = copy.resolution(ORDERS1)
+        assert res.segments == []
+        [(seg, reason, detail)] = res.dropped
+        assert reason == UNFINISHED and "rsm-manifest" in detail
+        assert copy.log(ORDERS1).segments == []
+        assert copy.log(ORDERS0).log_end_offset == source_log(
+            "s1_v2_mixed_codecs").log_end_offset
+
+
+@needs_vectors
+def test_the_copy_reads_from_the_s3_emulator(s3_server):
+    bucket = s3_server.new_bucket("tiered")
+    uri = s3_server.upload_dir(TIERED / "aiven-zstd", bucket, "cluster-a")
+    with open_tiered(uri, storage_options=s3_server.options()) as copy:
+        assert copy.partitions() == [ORDERS0]
+        log = copy.log(ORDERS0)
+        assert rows(log.records()) == rows(source_log("s1_v2_mixed_codecs").records())
+        assert copy.log_dir().partitions() == [ORDERS0]
+
+
+# -- LocalTieredStorage copies ---------------------------------------------------------------
+
+def write_log(path: Path, n: int, *, per_batch: int = 10, segment_bytes: int = 1500,
+              base_ts: int = 1_700_000_000_000) -> Path:
+    log = open_log(path, segment_bytes=segment_bytes)
+    try:
+        for i in range(0, n, per_batch):
+            log.append([(f"k{j % 7}".encode(), f"v{j}".encode(), base_ts + j)
+                        for j in range(i, min(n, i + per_batch))], partition_leader_epoch=0)
+        log.roll()
+        log.flush()
+    finally:
+        log.close()
+    return path
+
+
+def local_tiered_upload(src: Path, dest: Path, bases=None, *, segment_id: str | None = None,
+                        topic_id: str = TOPIC_ID, skip=()) -> list[int]:
+    """LocalTieredStorage's layout by hand (plain copies of the partition's files)."""
+    from kafkastore.tiered.object_keys import new_segment_id
+
+    tp_dir = dest / f"orders-0-{topic_id}"
+    tp_dir.mkdir(parents=True, exist_ok=True)
+    logs = sorted(src.glob("*.log"))
+    done = []
+    for i, log in enumerate(logs):
+        base = int(log.stem)
+        if bases is not None and base not in bases:
+            continue
+        nxt = int(logs[i + 1].stem) if i + 1 < len(logs) else None
+        if nxt is None or os.path.getsize(log) == 0:
+            continue
+        sid = segment_id or new_segment_id()
+        stem = f"{base:020d}-{sid}"
+        for suffix in (".log", ".index", ".timeindex"):
+            if suffix not in skip:
+                shutil.copyfile(src / f"{base:020d}{suffix}", tp_dir / (stem + suffix))
+        if ".snapshot" not in skip:
+            snap = src / f"{nxt:020d}.snapshot"
+            (tp_dir / (stem + ".snapshot")).write_bytes(snap.read_bytes() if snap.exists()
+                                                        else b"")
+        if ".leader_epoch_checkpoint" not in skip:
+            (tp_dir / (stem + ".leader_epoch_checkpoint")).write_bytes(
+                (src / "leader-epoch-checkpoint").read_bytes())
+        done.append(base)
+    return done
+
+
+def test_local_tiered_copy_reads_as_the_partition(tmp_path):
+    src = write_log(tmp_path / "orders-0", 400)
+    uploaded = local_tiered_upload(src, tmp_path / "remote")
+    assert len(uploaded) >= 3
+    with open_tiered(str(tmp_path / "remote")) as copy:
+        assert copy.layout == LOCAL
+        log = copy.log(ORDERS0)
+        want = ReadOnlyLog.open(str(src))
+        assert rows(log.records()) == rows(want.records())
+        assert [s.base_offset for s in log.segments] == uploaded
+        assert log.offset_for_timestamp(1_700_000_000_123) == \
+            want.offset_for_timestamp(1_700_000_000_123)
+        # the partition directory a Kafka reader expects is there
+        names = {f.name for f in copy.tiered_storage.list_dir("orders-0")}
+        assert {"partition.metadata", "leader-epoch-checkpoint"} <= names
+
+
+def test_retried_and_unfinished_uploads_are_resolved(tmp_path):
+    src = write_log(tmp_path / "orders-0", 300)
+    remote = tmp_path / "remote"
+    first = local_tiered_upload(src, remote)
+    again = local_tiered_upload(src, remote, bases=first[1:2])          # a retried upload
+    local_tiered_upload(src, remote, bases=first[2:3], skip=(".snapshot",))  # unfinished
+    with open_tiered(str(remote)) as copy:
+        res = copy.resolution(ORDERS0)
+        reasons = sorted(r for _s, r, _d in res.dropped)
+        assert reasons == [DUPLICATE, UNFINISHED]
+        assert [s.start_offset for s in res.segments] == first
+        assert again == first[1:2]
+        assert res.gaps == []
+        want = ReadOnlyLog.open(str(src))
+        assert rows(copy.log(ORDERS0).records()) == rows(want.records())
+
+
+def test_overlapping_uploads_are_cut_at_offsets_never_duplicated(tmp_path):
+    a = write_log(tmp_path / "a" / "orders-0", 300, segment_bytes=1200)
+    # the same records rolled at other offsets: segments that overlap a's
+    b = write_log(tmp_path / "b" / "orders-0", 300, segment_bytes=1800)
+    remote = tmp_path / "remote"
+    a_bases = local_tiered_upload(a, remote)
+    b_bases = local_tiered_upload(b, remote, bases=[int(p.stem) for p in
+                                                    sorted(b.glob("*.log"))][1:2])
+    with open_tiered(str(remote)) as copy:
+        res = copy.resolution(ORDERS0)
+        assert res.overlaps, (a_bases, b_bases)
+        log = copy.log(ORDERS0)
+        got = [r.offset for r in log.records()]
+        assert got == list(range(log.log_start_offset, log.log_end_offset))
+        cols = log.columns()
+        assert list(cols.offset) == got
+
+
+def test_a_gap_is_reported(tmp_path):
+    src = write_log(tmp_path / "orders-0", 300)
+    bases = [int(p.stem) for p in sorted(src.glob("*.log"))]
+    remote = tmp_path / "remote"
+    local_tiered_upload(src, remote, bases=[bases[0], bases[2]])
+    with open_tiered(str(remote)) as copy:
+        res = copy.resolution(ORDERS0)
+        assert res.gaps == [(bases[1], bases[2])]
+        offsets = [r.offset for r in copy.log(ORDERS0).records()]
+        assert offsets == list(range(bases[0], bases[1])) + \
+            list(range(bases[2], res.end_offset))
+
+
+def test_no_segment_objects_is_a_clear_error(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "notes.txt").write_text("hello")
+    with pytest.raises(TieredStorageError, match="no tiered-storage segment objects"):
+        open_tiered(str(tmp_path))
+    with pytest.raises(TieredStorageError, match="unknown tiered-storage layout"):
+        open_tiered(str(tmp_path), layout="s3")
+
+
+# -- resolution rules, without objects -------------------------------------------------------
+
+class _Objs:
+    def __init__(self, start, sid, complete=True):
+        from kafkastore.tiered.object_keys import RemoteSegmentKey
+        self.key = RemoteSegmentKey("t", TOPIC_ID, 0, start, sid)
+        self.complete = complete
+        self.missing = [] if complete else ["rsm-manifest"]
+
+
+def seg(start, end, sid, *, complete=True, epoch=-1, size=100):
+    return RemoteSegment(_Objs(start, sid, complete), end_offset=end, size=size,
+                         leader_epoch=epoch)
+
+
+def test_resolution_rules():
+    segs = [
+        seg(0, 99, "A" * 22),
+        seg(0, 99, "B" * 22, epoch=3),           # a retried upload, newer leader: kept
+        seg(50, 80, "C" * 22),                   # inside 0..99: shadowed
+        seg(90, 150, "D" * 22),                  # overlaps: serves 90..150
+        seg(151, 160, "E" * 22, complete=False),  # unfinished
+        seg(170, 169, "F" * 22),                 # no complete batch
+        seg(200, 250, "G" * 22),                 # after a gap
+    ]
+    res = resolve(segs, lambda s: pytest.fail("end offsets are known"))
+    assert [s.segment_id[0] for s in res.segments] == ["B", "D", "G"]
+    assert {s.segment_id[0]: r for s, r, _ in res.dropped} == {
+        "A": DUPLICATE, "C": SHADOWED, "E": UNFINISHED, "F": EMPTY}
+    assert res.serves_until == [90, 151, 251]
+    assert res.gaps == [(151, 200)]
+    assert res.start_offset == 0 and res.end_offset == 251
+    # deterministic: any input order gives the same answer
+    again = resolve(list(reversed(segs)), lambda s: None)
+    assert [s.segment_id for s in again.segments] == [s.segment_id for s in res.segments]
