@@ -540,7 +540,9 @@ def _cmd_upload(args: argparse.Namespace) -> int:
 
 def add_commands(sub, storage_option) -> None:
     """``kafkastore tiered export`` and ``kafkastore tiered upload``."""
-    fmt = argparse.RawDescriptionHelpFormatter
+    import textwrap
+
+    fmt = argparse.RawDescriptionHelpFormatter   # the examples keep their lines
     tiered = sub.add_parser(
         "tiered", help="tiered-storage (KIP-405) copies: export one to partition "
         "directories, upload a partition's segments as one",
@@ -549,10 +551,11 @@ def add_commands(sub, storage_option) -> None:
     tsub = tiered.add_subparsers(dest="tiered_command", required=True)
     p = tsub.add_parser(
         "export", help="restore a tiered copy to ordinary partition directories",
-        description="Restore a tiered copy to <DEST>/<topic>-<partition> directories that "
-        "Kafka and kafkastore open: byte-identical segments and indexes, producer "
-        "snapshots, leader epochs, topic id, checkpoints. Refuses a non-empty partition "
-        "directory, gaps (--allow-gaps) and overlapping segments (--allow-overlap).",
+        description=textwrap.fill(
+            "Restore a tiered copy to DEST/<topic>-<partition> directories that Kafka and "
+            "kafkastore open: byte-identical segments and indexes, producer snapshots, "
+            "leader epochs, topic id, checkpoints. Refuses a non-empty partition "
+            "directory, gaps (--allow-gaps) and overlapping segments (--allow-overlap)."),
         epilog="example:\n  kafkastore tiered export s3://bucket/tiered ./restored "
         "--topic orders --storage-option region=eu-west-1", formatter_class=fmt)
     p.add_argument("copy", help="the tiered copy: a path or URI")
@@ -569,9 +572,10 @@ def add_commands(sub, storage_option) -> None:
     p.set_defaults(func=_cmd_export)
     p = tsub.add_parser(
         "upload", help="upload a partition's rolled segments as a tiered copy",
-        description="Write a partition directory's rolled segments (all but the active "
-        "one, or --segments) as a RemoteStorageManager would: Aiven's layout (chunked, "
-        "optionally zstd and encrypted) or Kafka's LocalTieredStorage.",
+        description=textwrap.fill(
+            "Write a partition directory's rolled segments (all but the active one, or "
+            "--segments) as a RemoteStorageManager would: Aiven's layout (chunked, "
+            "optionally zstd and encrypted) or Kafka's LocalTieredStorage."),
         epilog="example:\n  kafkastore tiered upload ./logs/orders-0 s3://bucket/tiered "
         "--compression --key-ring k1=k1.pem --active-key k1", formatter_class=fmt)
     p.add_argument("partition_dir", help="a local partition directory (<topic>-<partition>)")

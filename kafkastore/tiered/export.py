@@ -141,11 +141,13 @@ def plan_export(copy, tp: TopicPartition, dest_log_dir: str, *, allow_gaps: bool
     plan.gaps.sort()
     if plan.gaps and not allow_gaps:
         shown = ", ".join(f"{lo}..{hi - 1}" for lo, hi in plan.gaps[:5])
+        why = "are in no served segment" if not plan.cut else \
+            "are in no served segment, or in a batch an overlap's cut removes"
         raise TieredStorageError(
             f"{where}: the copy has gaps (offsets {shown}"
-            f"{', ...' if len(plan.gaps) > 5 else ''} are in no served segment); "
-            "--allow-gaps restores the segments with the gaps between them (Kafka loads "
-            "non-contiguous segments)", path=copy.uri)
+            f"{', ...' if len(plan.gaps) > 5 else ''} {why}); --allow-gaps restores the "
+            "segments with the gaps between them (Kafka loads non-contiguous segments)",
+            path=copy.uri)
     return plan
 
 

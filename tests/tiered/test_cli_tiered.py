@@ -236,3 +236,24 @@ def test_tiered_usage_errors(tmp_path, capsys):
     code, _, err = run(capsys, "describe", tmp_path, "--tiered")
     assert code == EXIT_USAGE and "no tiered-storage segment objects" in err
     assert "Traceback" not in err
+
+
+@needs_vectors
+def test_the_commands_on_a_copy_in_the_s3_emulator(s3_server, capsys):
+    bucket = s3_server.new_bucket("tiered-cli")
+    uri = s3_server.upload_dir(TIERED / "aiven-zstd", bucket, "cluster-a")
+    opts = [a for k, v in s3_server.options().items()
+            for a in ("--storage-option", f"{k}={v}")]
+    code, out, err = run(capsys, "verify", uri, "--tiered", *opts)
+    assert code == EXIT_OK, out + err
+    code, out, err = run(capsys, "describe", uri, "--tiered", "--json", *opts)
+    assert code == EXIT_OK, err
+    [upload] = json.loads(out)["uploads"]
+    assert upload["file"] == f"{uri}/orders-0/00000000000000114514.log"
+    code, out, err = run(capsys, "dump-log", "--tiered", "--files", upload["file"], *opts)
+    assert code == EXIT_OK, err
+    src = SEGMENTS / "s1_v2_mixed_codecs"
+    code, want, _ = run(capsys, "dump-log", "--files", src / "00000000000000114514.log")
+    assert out.replace(f"{uri}/orders-0", str(src)) == want
+    code, _, err = run(capsys, "verify", uri, "--tiered", "--storage-option", "nope=1")
+    assert code == EXIT_USAGE and "--storage-option" in err

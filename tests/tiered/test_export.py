@@ -219,3 +219,26 @@ def test_export_api_refuses_before_writing_anything(tmp_path):
         with pytest.raises(TieredStorageError, match="no partition of topic 'users'"):
             export(copy, str(tmp_path / "dest"), topic="users")
     assert not (tmp_path / "dest").exists() or not any((tmp_path / "dest").iterdir())
+
+
+def test_a_cut_through_a_batch_leaves_a_gap_that_needs_allow_gaps(tmp_path, capsys):
+    # a's batches hold 6 offsets, b's 4: b's segment at 92 starts inside a's batch 90..95
+    a = write_partition(tmp_path / "a" / "orders-0", 200, segment_bytes=1000)
+    b = write_partition(tmp_path / "b" / "orders-0", 200, per_batch=4, segment_bytes=1300)
+    assert segment_bases(a)[:3] == [0, 42, 84] and 92 in segment_bases(b)
+    remote = tmp_path / "remote"
+    local_upload(a, remote, bases=[0, 42, 84])
+    local_upload(b, remote, bases=[92])
+    dest = tmp_path / "dest"
+    code, _, err = run(capsys, "tiered", "export", remote, dest, "--allow-overlap")
+    assert code == EXIT_USAGE
+    assert "offsets 90..91 are in no served segment, or in a batch an overlap's cut " \
+           "removes" in err
+    code, out, err = run(capsys, "tiered", "export", remote, dest, "--allow-overlap",
+                         "--allow-gaps")
+    assert code == EXIT_OK, err
+    assert "orders-0: segment 84 truncated at 92" in out
+    with open_tiered(str(remote)) as copy:
+        want = [r for r in rows(copy.log(ORDERS0).records()) if r[0] not in (90, 91)]
+        end = copy.resolution(ORDERS0).end_offset
+    opens_clean(dest / "orders-0", want, 0, end)
