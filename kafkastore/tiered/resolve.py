@@ -25,8 +25,10 @@ with its gaps. :func:`resolve` decides, deterministically, from the objects:
    unless told).
 
 End offsets come from the manifest's ``remoteLogSegmentMetadata`` (which Aiven's plugin
-writes and ignores on read) when it is there and else from the segment's last batch;
-``kafkastore verify`` checks the hint against the batches.
+writes and ignores on read) as a hint, and are read from the segment's last batch where
+there is no hint, where the hint is impossible, and for every segment a decision rests on
+(see :func:`resolve`): a clean chain of segments costs no reads, a wrong hint cannot
+drop, cut or hide data. ``kafkastore verify`` checks every hint against the batches.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class RemoteSegment:
     end_offset: int | None = None
     size: int = 0
     leader_epoch: int = -1
+    #: whether ``end_offset`` was read from the batches (else it is the manifest's hint)
+    end_verified: bool = False
 
     @property
     def key(self):
@@ -123,20 +127,45 @@ class ResolvedPartition:
 
 def resolve(segments: Sequence[RemoteSegment],
             end_offset_of: Callable[[RemoteSegment], int | None]) -> ResolvedPartition:
-    """Resolve one partition's uploads (see the module). ``end_offset_of`` is asked for
-    the end offset of each complete segment whose ``end_offset`` is not known yet."""
+    """Resolve one partition's uploads (see the module). ``end_offset_of`` reads a
+    segment's real end offset from its batches. A segment's ``end_offset`` on entry is a
+    hint (the manifest's): it is read for real where no hint is given or the hint is
+    impossible, and for every segment a decision rests on (the ones dropped as
+    duplicates or shadowed and the one kept instead, both sides of an overlap or a gap,
+    and the last segment, whose end is the copy's), so a wrong hint can never drop,
+    cut or hide data."""
+    while True:
+        out, deciding = _resolve_once(segments, end_offset_of)
+        for a, b in zip(out.segments, out.segments[1:]):
+            if a.end_offset + 1 != b.start_offset:     # an overlap or a gap
+                deciding += [a, b]
+        if out.segments:
+            deciding.append(out.segments[-1])
+        pending = list({id(s): s for s in deciding if not s.end_verified}.values())
+        if not pending:
+            return out
+        for seg in pending:
+            seg.end_offset = end_offset_of(seg)
+            seg.end_verified = True
+
+
+def _resolve_once(segments: Sequence[RemoteSegment],
+                  end_offset_of: Callable[[RemoteSegment], int | None]
+                  ) -> tuple[ResolvedPartition, list[RemoteSegment]]:
     out = ResolvedPartition()
+    deciding: list[RemoteSegment] = []
     candidates = []
     for seg in segments:
         if not seg.complete:
             out.dropped.append((seg, UNFINISHED,
                                 "missing " + ", ".join(seg.objects.missing)))
             continue
-        if seg.end_offset is None:
+        if not seg.end_verified and (seg.end_offset is None
+                                     or seg.end_offset < seg.start_offset):
             seg.end_offset = end_offset_of(seg)
+            seg.end_verified = True
         if seg.end_offset is None or seg.end_offset < seg.start_offset:
             out.dropped.append((seg, EMPTY, "no complete batch"))
-            seg.end_offset = None
             continue
         candidates.append(seg)
     # the preferred copy first among equal starts: the widest, then the newest leader,
@@ -148,6 +177,7 @@ def resolve(segments: Sequence[RemoteSegment],
             # sorted by start, so the last kept one starts at or before this one and,
             # ending at or after it, holds all of its offsets
             keeper = out.segments[-1]
+            deciding += [seg, keeper]
             if (keeper.start_offset, keeper.end_offset) == (seg.start_offset,
                                                             seg.end_offset):
                 out.dropped.append((seg, DUPLICATE, f"same offsets as {keeper.segment_id}"))
@@ -160,7 +190,7 @@ def resolve(segments: Sequence[RemoteSegment],
     for a, b in zip(out.segments, out.segments[1:]):
         if a.end_offset + 1 < b.start_offset:
             out.gaps.append((a.end_offset + 1, b.start_offset))
-    return out
+    return out, deciding
 
 
 def _desc(text: str) -> tuple[int, ...]:

@@ -288,9 +288,9 @@ class _Objs:
         self.missing = [] if complete else ["rsm-manifest"]
 
 
-def seg(start, end, sid, *, complete=True, epoch=-1, size=100):
+def seg(start, end, sid, *, complete=True, epoch=-1, size=100, verified=True):
     return RemoteSegment(_Objs(start, sid, complete), end_offset=end, size=size,
-                         leader_epoch=epoch)
+                         leader_epoch=epoch, end_verified=verified)
 
 
 def test_resolution_rules():
@@ -313,3 +313,32 @@ def test_resolution_rules():
     # deterministic: any input order gives the same answer
     again = resolve(list(reversed(segs)), lambda s: None)
     assert [s.segment_id for s in again.segments] == [s.segment_id for s in res.segments]
+
+
+def test_wrong_end_offset_hints_are_read_before_they_decide_anything():
+    real = {"A": 99, "B": 200, "C": 300, "D": 400}
+    asked = []
+
+    def end_of(s):
+        asked.append(s.segment_id[0])
+        return real[s.segment_id[0]]
+
+    segs = [
+        seg(0, 500, "A" * 22, verified=False),     # inflated: would shadow B, C and D
+        seg(100, 200, "B" * 22, verified=False),   # right, and in a clean chain
+        seg(201, 250, "C" * 22, verified=False),   # deflated: would open a gap
+        seg(301, 400, "D" * 22, verified=False),
+    ]
+    res = resolve(segs, end_of)
+    assert [s.segment_id[0] for s in res.segments] == ["A", "B", "C", "D"]
+    assert res.dropped == [] and res.gaps == [] and res.end_offset == 401
+    assert sorted(set(asked)) == ["A", "B", "C", "D"]
+    # a clean chain of right hints reads nothing but the last segment's end
+    asked.clear()
+    clean = [seg(0, 99, "A" * 22, verified=False), seg(100, 200, "B" * 22, verified=False)]
+    assert [s.end_offset for s in resolve(clean, end_of).segments] == [99, 200]
+    assert asked == ["B"]
+    # an impossible hint is never believed
+    asked.clear()
+    res = resolve([seg(0, -5, "A" * 22, verified=False)], end_of)
+    assert [s.end_offset for s in res.segments] == [99] and asked == ["A"]
