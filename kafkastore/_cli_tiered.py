@@ -103,8 +103,8 @@ def _key_ring(spec: str | None):
 
     try:
         return KeyRing.from_spec(spec)
-    except (ValueError, OSError) as exc:
-        raise UsageError(f"--key-ring: {exc}") from None
+    except (KafkaStoreError, ValueError, OSError) as exc:
+        raise UsageError(f"--key-ring: {getattr(exc, 'message', exc)}") from None
 
 
 def open_copy(args: argparse.Namespace, uri: str, *, strict: bool = True):
@@ -502,7 +502,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_upload(args: argparse.Namespace) -> int:
-    from kafkastore.storage import require_local_path
+    from kafkastore.storage import split_uri
     from kafkastore.tiered.upload import UploadOptions, upload_partition
 
     spec = args.key_ring
@@ -523,12 +523,13 @@ def _cmd_upload(args: argparse.Namespace) -> int:
               "key_ring": _key_ring(spec)}
     if args.chunk_size is not None:
         kwargs["chunk_size"] = args.chunk_size
-    source = require_local_path(args.partition_dir, "kafkastore tiered upload")
     options = _storage_options(args)
     _open_storage(args.dest, options)
-    done = upload_partition(source, args.dest, options=UploadOptions(**kwargs),
+    # --storage-option: the destination's, and the source's when it is a URI too
+    source_options = options if split_uri(args.partition_dir)[0] else None
+    done = upload_partition(args.partition_dir, args.dest, options=UploadOptions(**kwargs),
                             storage_options=options, base_offsets=bases,
-                            topic_id=args.topic_id)
+                            topic_id=args.topic_id, source_storage_options=source_options)
     for seg in done:
         k = seg.key
         print(f"{k.topic}-{k.partition}: {k.start_offset:020d}-{k.segment_id}: offsets "
@@ -578,7 +579,8 @@ def add_commands(sub, storage_option) -> None:
             "optionally zstd and encrypted) or Kafka's LocalTieredStorage."),
         epilog="example:\n  kafkastore tiered upload ./logs/orders-0 s3://bucket/tiered "
         "--compression --key-ring k1=k1.pem --active-key k1", formatter_class=fmt)
-    p.add_argument("partition_dir", help="a local partition directory (<topic>-<partition>)")
+    p.add_argument("partition_dir", help="a partition directory (<topic>-<partition>): a "
+                   "path or URI")
     p.add_argument("dest", help="where the copy goes: a path or URI")
     p.add_argument("--chunk-size", type=int, help="Aiven chunk.size in bytes")
     p.add_argument("--compression", action="store_true", help="zstd per chunk (Aiven)")
