@@ -190,13 +190,20 @@ class CheckpointFile(Generic[T]):
         OSError
             From the file system (see :func:`write_atomically`).
         """
+        data = self.encode(entries)
+        with self._lock:
+            write_atomically(self.path, data)
+
+    def encode(self, entries: Iterable[T]) -> bytes:
+        """The file's bytes for ``entries`` (what :meth:`write` writes; Kafka's
+        ``CheckpointWriteBuffer``, also used for the leader-epoch bytes a tiered upload
+        carries). ValueError for a line with a line terminator in it."""
         lines = [self.formatter.to_string(entry) for entry in entries]
         for line in lines:
             if _LINE_END.search(line):
                 raise ValueError(f"checkpoint entry {line!r} contains a line terminator")
         text = "".join(f"{line}\n" for line in [str(self.version), str(len(lines)), *lines])
-        with self._lock:
-            write_atomically(self.path, text.encode("utf-8"))
+        return text.encode("utf-8")
 
     def read(self) -> list[T]:
         """The entries in file order; ``[]`` if the file is missing or empty.

@@ -27,6 +27,7 @@ from kafkastore.errors import CorruptCheckpointError
 __all__ = [
     "PARTITION_METADATA_FILENAME",
     "check_topic_id",
+    "parse_topic_id",
     "read_topic_id",
     "write_topic_id",
 ]
@@ -57,6 +58,12 @@ def read_topic_id(directory: str) -> str | None:
     data = _fileio.read_file(path)
     if data is None:
         return None
+    return parse_topic_id(data, path)
+
+
+def parse_topic_id(data: bytes, path: str) -> str:
+    """The topic id in the bytes of a ``partition.metadata`` file (a copy read through
+    the storage seam, a tiered upload's source); errors as :func:`read_topic_id`."""
     try:
         lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError:

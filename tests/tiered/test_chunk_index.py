@@ -8,6 +8,8 @@ import struct
 
 import pytest
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkastore.errors import CorruptManifestError
 from kafkastore.tiered.chunk_index import (
@@ -146,3 +148,31 @@ def test_json_round_trip_and_refusals():
     for obj, why in bad:
         with pytest.raises(CorruptManifestError, match=why):
             chunk_index_from_json(obj, path=PATH)
+
+
+@given(st.lists(st.integers(0, 2**31 - 1), max_size=40))
+def test_codec_round_trips_any_sizes(sizes):
+    assert decode_chunk_sizes(encode_chunk_sizes(sizes), path=PATH) == sizes
+
+
+@given(st.integers(1, 5000), st.lists(st.integers(1, 9000), min_size=1, max_size=30),
+       st.data())
+def test_lookups_agree_with_the_chunk_list(chunk_size, sizes, data):
+    file_size = (len(sizes) - 1) * chunk_size + data.draw(st.integers(1, chunk_size))
+    for index in (VariableSizeChunkIndex(chunk_size, file_size, sizes),
+                  FixedSizeChunkIndex(chunk_size, file_size, sizes[0], sizes[-1])):
+        chunks = index.chunks()
+        assert sum(c.original_size for c in chunks) == file_size
+        assert chunks[-1].transformed_position + chunks[-1].transformed_size == \
+            index.transformed_file_size
+        position = data.draw(st.integers(0, file_size + 3))
+        found = index.find(position)
+        if position >= file_size:
+            assert found is None
+        else:
+            assert found.original_position <= position < \
+                found.original_position + found.original_size
+        size = data.draw(st.integers(0, file_size))
+        covered = index.chunks_for_range(position, size)
+        assert covered == [c for c in chunks if size and c.original_position < position + size
+                           and position < c.original_position + c.original_size]
