@@ -307,6 +307,15 @@ def dump_resolver(args: argparse.Namespace, files: list[str]):
 # -- verify -----------------------------------------------------------------------------
 
 
+def _line(exc, where: str, note: str = "") -> str:
+    """A problem line for ``exc``: the object it names (else ``where``), then what."""
+    path = getattr(exc, "path", None) or where
+    text = getattr(exc, "message", None) or str(exc)
+    if text.startswith(path + ": "):
+        text = text[len(path) + 2:]
+    return f"{path}: {text}{note}"
+
+
 class _Verifier:
     """The checks of ``verify --tiered`` on one copy; ``problems`` counts the lines."""
 
@@ -339,7 +348,7 @@ class _Verifier:
         try:
             transform = self.ts.transform(seg)
         except TieredStorageError as exc:
-            self.say(f"{exc.path or uri}: {exc.message}")
+            self.say(_line(exc, uri))
             return False
         ok = True
         chunks = index.chunks()
@@ -377,7 +386,7 @@ class _Verifier:
             with self.ts.open(vlog) as reader:
                 entries, valid, size, error = _scan(reader.read, reader.size)
         except TieredStorageError as exc:   # a read the scan made
-            self.say(f"{exc.path or uri}: {exc.message}")
+            self.say(_line(exc, uri))
             return
 
         def where(position: int) -> str:
@@ -472,9 +481,14 @@ def verify_tiered(args: argparse.Namespace) -> int:
         check = _Verifier(copy)
         parts = _partitions(copy, args.topic)
         for tp in parts:
+            try:
+                served = copy.resolution(tp).segments
+            except KafkaStoreError as exc:   # resolving reads batches: a key, a chunk
+                check.say(_line(exc, copy.uri, f" ({_dir(tp)} cannot be resolved)"))
+                continue
             for objs, exc in copy.errors(tp):
-                check.say(f"{exc.path or objs.prefix}: {getattr(exc, 'message', exc)}")
-            for seg in copy.resolution(tp).segments:
+                check.say(_line(exc, objs.prefix))
+            for seg in served:
                 check.segment(tp, seg)
     print(f"verified {len(parts)} partitions of the tiered copy: "
           + ("no problems" if not check.problems else f"{check.problems} problem(s)"))

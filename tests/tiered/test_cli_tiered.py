@@ -257,3 +257,84 @@ def test_the_commands_on_a_copy_in_the_s3_emulator(s3_server, capsys):
     assert out.replace(f"{uri}/orders-0", str(src)) == want
     code, _, err = run(capsys, "verify", uri, "--tiered", "--storage-option", "nope=1")
     assert code == EXIT_USAGE and "--storage-option" in err
+
+
+# -- tiered upload, and the commands on what it writes ------------------------------------------
+
+@pytest.fixture(scope="module")
+def key_file(tmp_path_factory):
+    from kafkastore.tiered import KeyRing
+
+    _ring, pem = KeyRing.generate("k1")
+    path = tmp_path_factory.mktemp("keys") / "k1.pem"
+    path.write_bytes(pem)
+    return path
+
+
+def test_upload_compressed_and_encrypted_then_read_it_back(tmp_path, capsys, key_file):
+    src = write_partition(tmp_path / "src" / "orders-0", 120)
+    (src / "partition.metadata").write_text(f"version: 0\ntopic_id: {TOPIC_ID}")
+    remote = tmp_path / "remote"
+    code, out, err = run(capsys, "tiered", "upload", src, remote, "--chunk-size", "300",
+                         "--compression", "--key-ring", f"k1={key_file}", "--active-key",
+                         "k1", "--key-prefix", "cluster/")
+    assert code == EXIT_OK, err
+    rolled = segment_bases(src)[:-1]
+    assert out.splitlines()[-1] == f"uploaded {len(rolled)} segment(s) to {remote}"
+    ring = ["--key-ring", f"k1={key_file}"]
+    code, out, err = run(capsys, "describe", remote, "--tiered", "--json", *ring)
+    assert code == EXIT_OK, err
+    row = json.loads(out)
+    assert [u["start_offset"] for u in row["uploads"]] == rolled
+    assert {u["transforms"] for u in row["uploads"]} == {"zstd+aes-gcm (key k1)"}
+    assert all(u["chunks"] > 1 for u in row["uploads"])
+    code, out, err = run(capsys, "verify", remote, "--tiered", *ring)
+    assert (code, err) == (EXIT_OK, ""), out
+    code, want, _ = run(capsys, "consume", src.parent, "orders", "--print-offset")
+    code, out, err = run(capsys, "consume", remote, "orders", "--print-offset", "--tiered",
+                         *ring)
+    assert code == EXIT_OK, err
+    assert out == want
+    base = f"{rolled[1]:020d}"
+    code, want, _ = run(capsys, "dump-log", "--files", src / f"{base}.log", "--deep-iteration")
+    code, out, err = run(capsys, "dump-log", "--files", remote / "orders-0" / f"{base}.log",
+                         "--deep-iteration", "--tiered", *ring)
+    assert code == EXIT_OK, err
+    assert out.replace(str(remote / "orders-0"), str(src)) == want
+    # without the key: the partition cannot be resolved (its last segment's batches are
+    # read for its end offset), a line naming the manifest and the key id, exit code 1
+    code, out, err = run(capsys, "verify", remote, "--tiered")
+    assert code == EXIT_PROBLEM
+    [problem, _summary] = out.splitlines()
+    assert problem.endswith(".rsm-manifest: the segment is encrypted with RSA key 'k1' "
+                            "and no key ring was given (orders-0 cannot be resolved)"), out
+    # a damaged encrypted chunk: its GCM tag fails
+    log_obj = sorted(remote.rglob("*.log"))[0]
+    data = bytearray(log_obj.read_bytes())
+    data[-5] ^= 1
+    log_obj.write_bytes(bytes(data))
+    code, out, err = run(capsys, "verify", remote, "--tiered", *ring)
+    assert code == EXIT_PROBLEM
+    [problem, _summary] = out.splitlines()
+    assert problem.startswith(f"{log_obj}: chunk ") and " at position " in problem
+
+
+def test_upload_options_and_their_mistakes(tmp_path, capsys, key_file):
+    src = write_partition(tmp_path / "src" / "orders-0", 120)
+    bases = segment_bases(src)
+    remote = tmp_path / "remote"
+    code, out, err = run(capsys, "tiered", "upload", src, remote, "--layout", "local",
+                         "--segments", f"{bases[1]}", "--topic-id", TOPIC_ID)
+    assert code == EXIT_OK, err
+    assert out.splitlines()[0].startswith(f"orders-0: {bases[1]:020d}-")
+    assert [p.name.split("-")[0] for p in (remote / f"orders-0-{TOPIC_ID}").glob("*.log")] \
+        == [f"{bases[1]:020d}"]
+    for argv, message in (
+            (["--segments", "x"], "--segments expects base offsets"),
+            (["--active-key", "k1"], "--active-key names a key of --key-ring"),
+            (["--compression-heuristic"], "compression.enabled must be enabled"),
+            (["--chunk-size", "0"], "--chunk-size must be at least 1")):
+        code, _, err = run(capsys, "tiered", "upload", src, tmp_path / "other", *argv,
+                           "--topic-id", TOPIC_ID)
+        assert code == EXIT_USAGE and message in err, (argv, err)
+        assert "Traceback" not in err

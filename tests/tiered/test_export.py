@@ -242,3 +242,26 @@ def test_a_cut_through_a_batch_leaves_a_gap_that_needs_allow_gaps(tmp_path, caps
         want = [r for r in rows(copy.log(ORDERS0).records()) if r[0] not in (90, 91)]
         end = copy.resolution(ORDERS0).end_offset
     opens_clean(dest / "orders-0", want, 0, end)
+
+
+def test_export_of_a_compressed_encrypted_aiven_copy_is_byte_identical(tmp_path):
+    from kafkastore.tiered import KeyRing
+    from kafkastore.tiered.upload import UploadOptions, upload_partition
+
+    src = write_partition(tmp_path / "src" / "orders-0", 120)
+    ring, _pem = KeyRing.generate("k1")
+    upload_partition(str(src), str(tmp_path / "remote"), topic_id=TOPIC_ID,
+                     options=UploadOptions(chunk_size=256, compression=True, key_ring=ring))
+    dest = tmp_path / "dest"
+    with open_tiered(str(tmp_path / "remote"), key_ring=ring) as copy:
+        [done] = export(copy, str(dest))
+    bases = segment_bases(src)[:-1]
+    assert done.segments == bases
+    want, got = files_of(src), files_of(dest / "orders-0")
+    for base, nxt in zip(bases, segment_bases(src)[1:]):
+        for name in (f"{base:020d}.log", f"{base:020d}.index", f"{base:020d}.timeindex",
+                     f"{nxt:020d}.snapshot"):
+            assert got[name] == want[name], name
+    assert got["leader-epoch-checkpoint"] == want["leader-epoch-checkpoint"]
+    source = ReadOnlyLog.open(str(src))
+    opens_clean(dest / "orders-0", rows(source.records()), 0, source.log_end_offset)
