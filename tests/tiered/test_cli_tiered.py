@@ -75,6 +75,13 @@ def test_describe_reports_dropped_uploads_and_gaps(tmp_path, capsys):
     assert "duplicate: same offsets as" in out and "unfinished upload: missing .snapshot" in out
     gap = next(line.split() for line in detail if line.strip().startswith("gap"))
     assert gap[:3] == ["gap", str(bases[2]), str(bases[3] - 1)]
+    # consume reads across the gap and says so on stderr
+    code, out, err = run(capsys, "consume", remote, "orders", "--tiered", "--print-offset")
+    assert code == EXIT_OK
+    assert err == f"kafkastore consume: orders-0: offsets {bases[2]}..{bases[3] - 1} are in " \
+                  "no segment of the copy (a gap)\n"
+    assert [int(line.split(":")[1].split()[0]) for line in out.splitlines()] == \
+        list(range(0, bases[2])) + list(range(bases[3], bases[4]))
 
 
 # -- consume ----------------------------------------------------------------------------------
