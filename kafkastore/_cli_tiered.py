@@ -61,8 +61,8 @@ from kafkastore.cli import (
 )
 from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
 
-__all__ = ["add_options", "add_commands", "describe_tiered", "consume_tiered",
-           "verify_tiered", "dump_resolver"]
+__all__ = ["add_options", "add_commands", "check_flags", "run", "open_copy",
+           "describe_tiered", "consume_tiered", "verify_tiered", "dump_resolver"]
 
 _SEGMENTS_DIR = ".segments"
 
@@ -70,19 +70,24 @@ _SEGMENTS_DIR = ".segments"
 # -- options and opening ----------------------------------------------------------------
 
 
-def add_options(p: argparse.ArgumentParser, *, flag: bool = True) -> None:
-    """The options of a tiered copy (``--tiered`` itself when ``flag``)."""
+def add_options(p: argparse.ArgumentParser, *, flag: bool = True,
+                writing: bool = False) -> None:
+    """The options of a tiered copy (``--tiered`` itself when ``flag``; ``writing``: the
+    copy is written, its layout chosen)."""
     g = p.add_argument_group("tiered-storage copies (KIP-405)")
     if flag:
         g.add_argument("--tiered", action="store_true",
                        help="the directory (dump-log: each file) is a tiered-storage copy: "
                        "the objects Aiven's plugin or Kafka's LocalTieredStorage uploaded")
     g.add_argument("--layout", choices=("aiven", "local"),
-                   help="the copy's layout (default: detected from the object names)")
+                   help="the copy's layout (default: aiven)" if writing else
+                   "the copy's layout (default: detected from the object names)")
     g.add_argument("--key-prefix", default="",
                    help="Aiven's storage.key.prefix, when it ends inside an object name")
     g.add_argument("--key-ring", metavar="ID=KEY.pem[,ID2=KEY2.pem]",
-                   help="RSA private keys (PEM files) of encrypted segments, by key id")
+                   help="RSA private keys (PEM files) by key id: of encrypted segments, or "
+                   "(upload) the key that encrypts" if writing else
+                   "RSA private keys (PEM files) of encrypted segments, by key id")
 
 
 def check_flags(args: argparse.Namespace) -> bool:
@@ -605,6 +610,6 @@ def add_commands(sub, storage_option) -> None:
                    "upload (default: every rolled segment)")
     p.add_argument("--topic-id", help="the topic id (default: the directory's "
                    "partition.metadata)")
-    add_options(p, flag=False)
+    add_options(p, flag=False, writing=True)
     storage_option(p)
     p.set_defaults(func=_cmd_upload)
