@@ -96,6 +96,19 @@ def local_copy(tmp_path: Path, **kw) -> tuple[Path, Path]:
     return src, remote
 
 
+def overlap_copy(tmp_path):
+    """The same records rolled at other offsets in a second upload: ``b``'s segment
+    starts inside one of ``a``'s and ends past it."""
+    a = write_partition(tmp_path / "a" / "orders-0", 200, segment_bytes=1000)
+    b = write_partition(tmp_path / "b" / "orders-0", 200, segment_bytes=1700)
+    remote = tmp_path / "remote"
+    a_bases, b_bases = segment_bases(a), segment_bases(b)
+    local_upload(a, remote, bases=a_bases[:2])
+    cut = next(x for x in b_bases if a_bases[0] < x < a_bases[2] and x not in a_bases)
+    local_upload(b, remote, bases=[cut])
+    return a, remote, cut
+
+
 def source_log(name: str) -> ReadOnlyLog:
     return ReadOnlyLog.open(str(SEGMENTS / name))
 

@@ -19,6 +19,7 @@ from _cli_copies import (
     local_copy,
     local_upload,
     needs_vectors,
+    overlap_copy,
     run,
     segment_bases,
     write_partition,
@@ -82,6 +83,19 @@ def test_describe_reports_dropped_uploads_and_gaps(tmp_path, capsys):
                   "no segment of the copy (a gap)\n"
     assert [int(line.split(":")[1].split()[0]) for line in out.splitlines()] == \
         list(range(0, bases[2])) + list(range(bases[3], bases[4]))
+
+
+def test_describe_says_where_an_overlap_cuts_a_segment(tmp_path, capsys):
+    _src, remote, cut = overlap_copy(tmp_path)
+    with open_tiered(str(remote)) as copy:
+        [(earlier, later, _first, _last)] = copy.resolution(ORDERS0).overlaps
+    code, out, err = run(capsys, "describe", remote, "--tiered")
+    assert code == EXIT_OK, err
+    line = next(x for x in out.splitlines() if earlier.segment_id in x)
+    assert line.split()[:3] == ["served", str(earlier.start_offset), str(earlier.end_offset)]
+    assert line.endswith(f"serves {earlier.start_offset}..{cut - 1} (the next segment the "
+                         "rest)")
+    assert later.start_offset == cut
 
 
 # -- consume ----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from _cli_copies import (
     local_copy,
     local_upload,
     needs_vectors,
+    overlap_copy,
     rows,
     run,
     segment_bases,
@@ -164,19 +165,6 @@ def test_export_refuses_gaps_unless_allowed(tmp_path, capsys):
     assert [r[0] for r in want] == list(range(bases[0], bases[1])) + \
         list(range(bases[2], bases[4]))
     opens_clean(part, want, 0, bases[4])
-
-
-def overlap_copy(tmp_path):
-    """The same records rolled at other offsets in a second upload: ``b``'s segment
-    starts inside one of ``a``'s and ends past it."""
-    a = write_partition(tmp_path / "a" / "orders-0", 200, segment_bytes=1000)
-    b = write_partition(tmp_path / "b" / "orders-0", 200, segment_bytes=1700)
-    remote = tmp_path / "remote"
-    a_bases, b_bases = segment_bases(a), segment_bases(b)
-    local_upload(a, remote, bases=a_bases[:2])
-    cut = next(x for x in b_bases if a_bases[0] < x < a_bases[2] and x not in a_bases)
-    local_upload(b, remote, bases=[cut])
-    return a, remote, cut
 
 
 def test_export_refuses_overlaps_unless_allowed_then_cuts_with_kafkas_truncation(tmp_path,
