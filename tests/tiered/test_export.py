@@ -253,3 +253,39 @@ def test_export_of_a_compressed_encrypted_aiven_copy_is_byte_identical(tmp_path)
     assert got["leader-epoch-checkpoint"] == want["leader-epoch-checkpoint"]
     source = ReadOnlyLog.open(str(src))
     opens_clean(dest / "orders-0", rows(source.records()), 0, source.log_end_offset)
+
+
+def test_an_aborted_transaction_travels_through_upload_and_export(tmp_path, capsys):
+    from kafkastore.tiered.upload import UploadOptions, upload_partition
+
+    src = tmp_path / "src" / "orders-0"
+    log = Log.open(str(src), {"segment.bytes": 700, "index.interval.bytes": 150})
+    try:
+        for i in range(40):
+            log.append([(b"k", b"plain-%d" % i, 1_700_000_000_000 + i)])
+            if i == 15:   # an aborted transaction in the middle
+                for seq in range(3):
+                    log.append([(b"t", b"aborted-%d" % seq)], producer_id=7,
+                               producer_epoch=0, base_sequence=seq, is_transactional=True)
+                log.append_end_txn_marker(7, 0, "ABORT")
+        log.roll()
+    finally:
+        log.close()
+    txn = sorted(p.name for p in src.glob("*.txnindex") if p.stat().st_size)
+    assert txn
+    upload_partition(str(src), str(tmp_path / "remote"), topic_id=TOPIC_ID,
+                     options=UploadOptions(chunk_size=200, compression=True))
+    code, out, err = run(capsys, "verify", tmp_path / "remote", "--tiered")
+    assert code == EXIT_OK, out + err
+    argv = ["orders", "--isolation-level", "read_committed", "--print-offset"]
+    code, want, _ = run(capsys, "consume", src.parent, *argv)
+    code, out, err = run(capsys, "consume", tmp_path / "remote", *argv, "--tiered")
+    assert code == EXIT_OK and out == want and "aborted" not in out, err
+    dest = tmp_path / "dest"
+    code, _, err = run(capsys, "tiered", "export", tmp_path / "remote", dest)
+    assert code == EXIT_OK, err
+    got = files_of(dest / "orders-0")
+    for name in txn:
+        assert got[name] == (src / name).read_bytes()
+    code, out, err = run(capsys, "consume", dest, *argv)
+    assert out == want
