@@ -3,7 +3,7 @@
 ``describe``, ``consume``, ``dump-log`` and ``verify`` take ``--tiered``: the directory
 (for ``dump-log``, each file) is then a tiered copy, the objects a RemoteStorageManager
 uploaded (Aiven's plugin, or Kafka's LocalTieredStorage: ``--layout``, detected when not
-given), read through :func:`kafkastore.tiered.open_tiered` as a virtual log directory
+given), read through :func:`~kafkastore.tiered.tiered_storage.open_tiered` as a virtual log directory
 (``<topic>-<partition>/<base>.log|.index|.timeindex|.txnindex|.snapshot``), with
 ``--key-prefix`` (Aiven's ``storage.key.prefix``), ``--key-ring ID=KEY.pem,...`` (the
 private keys of encrypted segments) and ``--storage-option`` for the store:
@@ -113,7 +113,7 @@ def _key_ring(spec: str | None):
 
 
 def open_copy(args: argparse.Namespace, uri: str, *, strict: bool = True):
-    """The :class:`~kafkastore.tiered.TieredCopy` at ``uri`` with the command's options."""
+    """The :class:`~kafkastore.tiered.tiered_storage.TieredCopy` at ``uri`` with the command's options."""
     from kafkastore.tiered import open_tiered
 
     options = _storage_options(args)
