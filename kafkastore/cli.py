@@ -830,13 +830,13 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a topic setting for the logs, Kafka's name (repeatable)")
 
-    def storage_option(p):
+    def storage_option(p, *, tiered: bool = False):
         p.add_argument("--storage-option", action="append", metavar="NAME=VALUE",
                        help="a setting of the object store a URI names, pyarrow's name "
                        "(endpoint_override, region, access_key, ...; repeatable); "
                        "credentials otherwise come from the environment")
-        if p.prog.split()[-1] in ("dump-log", "describe", "consume", "verify"):
-            _cli_tiered.add_options(p)   # --tiered, --layout, --key-prefix, --key-ring
+        if tiered:   # --tiered, --layout, --key-prefix, --key-ring
+            _cli_tiered.add_options(p)
 
     uri_help = ("a log directory (holds <topic>-<partition> directories): a path or a "
                 "URI (s3://bucket/prefix, gs://, abfs://, hdfs://, file://, any fsspec "
@@ -862,7 +862,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-record-metadata", action="store_true")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per batch, record, index entry and problem")
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("describe", "list the partitions of a log directory: segments, offsets, "
                 "sizes, newest timestamp, cleanup policy",
@@ -876,7 +876,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    "directory: a log directory holding __cluster_metadata-0, or that "
                    "directory; topic configs (cleanup.policy) are read from it")
     config_option(p)
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("produce", "append lines (or JSON lines) from stdin or a file to a topic",
                 "printf 'k1:v1\\nk2:v2\\n' | kafkastore produce ./logs orders "
@@ -917,7 +917,7 @@ def _build_parser() -> argparse.ArgumentParser:
     for flag in ("key", "headers", "timestamp", "offset"):
         p.add_argument(f"--print-{flag}", action="store_true")
     config_option(p)
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("verify", "check every segment and index of a log directory without "
                 "changing anything (--repair: recover what is broken)",
@@ -928,7 +928,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="run crash recovery on the partitions (truncates a bad tail, "
                    "rebuilds indexes) and report what went; a local directory only")
     config_option(p)
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("compact", "compact the logs of a directory now (Kafka's log cleaner)",
                 "kafkastore compact ./logs --topic users", _cmd_compact)
