@@ -213,7 +213,7 @@ def _segment_epoch_bytes(copy, seg) -> bytes | None:
     if objs.layout == "aiven":
         if seg.manifest.segment_indexes.get("leaderEpoch") is None:
             return None
-        return ts._index_bytes(seg, "leaderEpoch")
+        return ts.index_bytes(seg, "leaderEpoch")
     info = objs.files.get(".leader_epoch_checkpoint")
     return None if info is None else copy.storage.read_file(info.path)
 

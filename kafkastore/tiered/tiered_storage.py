@@ -51,7 +51,7 @@ from kafkastore.errors import (
 )
 from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME
 from kafkastore.log_view import ReadOnlyLog, ReadOnlyLogDir
-from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME
+from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME, encode_topic_id
 from kafkastore.segment import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -276,7 +276,7 @@ class TieredStorage(ReadOnlyStorage):
         for seg in segs:
             self._add_segment_files(d, seg, seg.end_offset + 1)
         if part.topic_id:
-            meta = f"version: 0\ntopic_id: {part.topic_id}\n".encode()
+            meta = encode_topic_id(part.topic_id)
             self._add(d, PARTITION_METADATA_FILENAME, _VFile("bytes", len(meta), None, meta))
         if segs:
             last = segs[-1]
@@ -371,7 +371,7 @@ class TieredStorage(ReadOnlyStorage):
         if vf.kind == "object":
             return self.storage.open(vf.arg, vf.size)
         if vf.kind == "slice":
-            return _BytesReader(self, key, self._index_bytes(vf.segment, vf.arg))
+            return _BytesReader(self, key, self.index_bytes(vf.segment, vf.arg))
         return _BytesReader(self, key, vf.arg)
 
     # -- segment bytes ----------------------------------------------------------------
@@ -408,9 +408,11 @@ class TieredStorage(ReadOnlyStorage):
         return ChunkedReader(self, path, self.storage.open(info.path, info.size), index,
                              self.transform(seg), uri)
 
-    def _index_bytes(self, seg: RemoteSegment, name: str) -> bytes:
-        """One index of an Aiven segment, detransformed (the ``.indexes`` object is
-        fetched whole once: it is every index of the segment, each small)."""
+    def index_bytes(self, seg: RemoteSegment, name: str) -> bytes:
+        """One index of an Aiven segment by its manifest name (``offset``,
+        ``timestamp``, ``producerSnapshot``, ``leaderEpoch``, ``transaction``),
+        detransformed; ``b""`` for an empty one. The ``.indexes`` object is fetched
+        whole once: it is every index of the segment, each small."""
         info = seg.objects.files["indexes"]
         blob = self._indexes.get(info.path)
         if blob is None:

@@ -219,6 +219,9 @@ def test_local_tiered_copy_reads_as_the_partition(tmp_path):
         # the partition directory a Kafka reader expects is there
         names = {f.name for f in copy.tiered_storage.list_dir("orders-0")}
         assert {"partition.metadata", "leader-epoch-checkpoint"} <= names
+        # Kafka's exact bytes (PartitionMetadata.encode: no newline at the end)
+        assert copy.tiered_storage.read_file("orders-0/partition.metadata") == \
+            f"version: 0\ntopic_id: {TOPIC_ID}".encode()
 
 
 def test_retried_and_unfinished_uploads_are_resolved(tmp_path):
