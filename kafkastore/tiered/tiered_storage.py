@@ -155,6 +155,28 @@ class TieredStorage(ReadOnlyStorage):
         self._build(part)
         return part
 
+    def for_files(self, tp: TopicPartition, paths: list[str]) -> TieredStorage:
+        """A copy of this storage that serves only the virtual files ``paths`` of the
+        resolved partition ``tp`` (what one Spark task reads): it lists, resolves and
+        fetches nothing to open them, and pickles small (only those segments' manifests
+        and the key ring)."""
+        part = self.partition(tp)
+        with self._lock:
+            files = {p: self._files[p] for p in paths}
+            dirs = {"": [i for i in self._dirs.get("", ()) if i.path == part.dir_name],
+                    part.dir_name: [i for i in self._dirs.get(part.dir_name, ())
+                                    if i.path in files]}
+        segments = list({id(vf.segment): vf.segment for vf in files.values()
+                         if vf.segment is not None}.values())
+        stub = _Partition(tp, part.topic_id, [seg.objects for seg in segments])
+        stub.segments = segments
+        out = TieredStorage(self.storage, self.root, self.layout, {tp: stub},
+                            key_ring=self.key_ring, strict=self.strict)
+        out._files = files
+        out._dirs = dirs
+        out._built = {tp}
+        return out
+
     def object_uri(self, info: FileInfo) -> str:
         return self.storage.uri(info.path)
 
