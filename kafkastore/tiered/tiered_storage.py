@@ -59,7 +59,7 @@ from kafkastore.segment import (
     TXN_INDEX_FILE_SUFFIX,
 )
 from kafkastore.storage import FileInfo, RangeReader, ReadOnlyStorage, open_storage
-from kafkastore.tiered.chunk_reader import ChunkedReader
+from kafkastore.tiered.chunk_reader import ChunkCache, ChunkedReader
 from kafkastore.tiered.listing import AIVEN, LOCAL, SegmentObjects, list_copy
 from kafkastore.tiered.manifest import parse_manifest
 from kafkastore.tiered.resolve import RemoteSegment, ResolvedPartition, resolve
@@ -130,17 +130,20 @@ class TieredStorage(ReadOnlyStorage):
         self._indexes: dict[str, bytes] = {}
         self._transforms: dict[str, Any] = {}
         self._built: set[TopicPartition] = set()
+        self.chunk_cache = ChunkCache()
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_lock"] = None
         state["_indexes"] = {}
         state["_transforms"] = {}
+        state["chunk_cache"] = None
         return state
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
+        self.chunk_cache = ChunkCache()
 
     # -- the copy --------------------------------------------------------------------
 
@@ -428,7 +431,7 @@ class TieredStorage(ReadOnlyStorage):
                     f"has {index.original_file_size} and no transforms", path=uri)
             return self.storage.open(info.path, info.size)
         return ChunkedReader(self, path, self.storage.open(info.path, info.size), index,
-                             self.transform(seg), uri)
+                             self.transform(seg), uri, self.chunk_cache)
 
     def index_bytes(self, seg: RemoteSegment, name: str) -> bytes:
         """One index of an Aiven segment by its manifest name (``offset``,
