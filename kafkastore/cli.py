@@ -13,7 +13,9 @@ The read-only commands (``describe``, ``consume``, ``dump-log``, ``verify`` with
 ``--repair``) also take URIs (``s3://bucket/prefix``, ``gs://``, ``abfs://``,
 ``hdfs://``, ``file://``, fsspec schemes), with ``--storage-option NAME=VALUE`` for the
 store: :mod:`kafkastore._cli_uri` reads them through :mod:`kafkastore.storage` and
-prints through the same functions as the local code here, which plain paths keep.
+prints through the same functions as the local code here, which plain paths keep. With
+``--tiered`` they read a tiered-storage (KIP-405) copy instead, and ``kafkastore tiered
+export|upload`` restore and write one (:mod:`kafkastore._cli_tiered`).
 
 ``main(argv=None) -> int`` is the entry point, so the CLI can be driven from
 tests and from Python.
@@ -86,6 +88,14 @@ def _is_uri(path: str) -> bool:
     from kafkastore.storage import split_uri
 
     return bool(split_uri(path)[0])
+
+
+def _tiered(args: argparse.Namespace, command: str):
+    """``--tiered``: the command run on a tiered-storage copy (:mod:`kafkastore._cli_tiered`);
+    None without it."""
+    from kafkastore import _cli_tiered
+
+    return _cli_tiered.run(args, command) if _cli_tiered.check_flags(args) else None
 
 
 def _storage_options(args: argparse.Namespace) -> dict[str, str]:
@@ -187,6 +197,8 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
         max_message_size=args.max_message_size, max_bytes=args.max_bytes,
         skip_record_metadata=args.skip_record_metadata, json=args.json)
+    # --tiered: every file is in a tiered copy's virtual log directory
+    resolve = _tiered(args, "dump-log")
     bar: _Progress | None = None
 
     def progress(done: int, total: int) -> None:
@@ -197,7 +209,7 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
 
     try:
         return dump_files(files, options, sys.stdout, sys.stderr, progress=progress,
-                          storage_options=storage_options)
+                          storage_options=storage_options, resolve=resolve)
     finally:
         if bar is not None:
             bar.close()
@@ -245,6 +257,8 @@ def _cleanup_policies(args: argparse.Namespace, topics) -> tuple[dict, str | Non
 def _cmd_describe(args: argparse.Namespace) -> int:
     from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME
 
+    if (code := _tiered(args, "describe")) is not None:
+        return code
     if _is_uri(args.directory):
         from kafkastore._cli_uri import describe_uri
 
@@ -426,6 +440,8 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     from kafkastore.topic import validate_topic
 
     validate_topic(args.topic)
+    if (code := _tiered(args, "consume")) is not None:
+        return code
     if _is_uri(args.directory):
         from kafkastore._cli_uri import consume_uri
 
@@ -515,6 +531,8 @@ def _print_record(tp, r, args) -> None:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from kafkastore.index import OffsetIndex, TimeIndex
 
+    if (code := _tiered(args, "verify")) is not None:
+        return code
     if _is_uri(args.directory):
         if args.repair:
             raise UsageError(f"--repair needs a local directory: it rewrites the files "
@@ -786,6 +804,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version",
                         version=f"kafkastore {__version__} ({BACKEND} kernels)")
     sub = parser.add_subparsers(dest="command", required=True)
+    from kafkastore import _cli_tiered
     demo = sub.add_parser(
         "demo", help="a tour of the commands on a local log directory: produce, describe, "
         "consume, dump-log, verify, a simulated crash and its repair, compact",
@@ -811,11 +830,13 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", action="append", metavar="NAME=VALUE",
                        help="a topic setting for the logs, Kafka's name (repeatable)")
 
-    def storage_option(p):
+    def storage_option(p, *, tiered: bool = False):
         p.add_argument("--storage-option", action="append", metavar="NAME=VALUE",
                        help="a setting of the object store a URI names, pyarrow's name "
                        "(endpoint_override, region, access_key, ...; repeatable); "
                        "credentials otherwise come from the environment")
+        if tiered:   # --tiered, --layout, --key-prefix, --key-ring
+            _cli_tiered.add_options(p)
 
     uri_help = ("a log directory (holds <topic>-<partition> directories): a path or a "
                 "URI (s3://bucket/prefix, gs://, abfs://, hdfs://, file://, any fsspec "
@@ -841,7 +862,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-record-metadata", action="store_true")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per batch, record, index entry and problem")
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("describe", "list the partitions of a log directory: segments, offsets, "
                 "sizes, newest timestamp, cleanup policy",
@@ -855,7 +876,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    "directory: a log directory holding __cluster_metadata-0, or that "
                    "directory; topic configs (cleanup.policy) are read from it")
     config_option(p)
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("produce", "append lines (or JSON lines) from stdin or a file to a topic",
                 "printf 'k1:v1\\nk2:v2\\n' | kafkastore produce ./logs orders "
@@ -896,7 +917,7 @@ def _build_parser() -> argparse.ArgumentParser:
     for flag in ("key", "headers", "timestamp", "offset"):
         p.add_argument(f"--print-{flag}", action="store_true")
     config_option(p)
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("verify", "check every segment and index of a log directory without "
                 "changing anything (--repair: recover what is broken)",
@@ -907,7 +928,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="run crash recovery on the partitions (truncates a bad tail, "
                    "rebuilds indexes) and report what went; a local directory only")
     config_option(p)
-    storage_option(p)
+    storage_option(p, tiered=True)
 
     p = command("compact", "compact the logs of a directory now (Kafka's log cleaner)",
                 "kafkastore compact ./logs --topic users", _cmd_compact)
@@ -926,6 +947,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic")
     config_option(p)
 
+    _cli_tiered.add_commands(sub, storage_option)
     from kafkastore.bench.suite import CODECS, WORKLOADS
 
     p = command("bench", "run the benchmark suite's standard workloads at a chosen size, "

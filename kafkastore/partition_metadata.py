@@ -30,6 +30,7 @@ __all__ = [
     "parse_topic_id",
     "read_topic_id",
     "write_topic_id",
+    "encode_topic_id",
 ]
 
 PARTITION_METADATA_FILENAME = "partition.metadata"
@@ -86,8 +87,14 @@ def parse_topic_id(data: bytes, path: str) -> str:
         raise CorruptCheckpointError(str(exc), path=path, line=2) from None
 
 
+def encode_topic_id(topic_id: str) -> bytes:
+    """The bytes of a ``partition.metadata`` holding ``topic_id``, as Kafka's
+    ``PartitionMetadata.encode`` writes them (no newline after the last line)."""
+    check_topic_id(topic_id)
+    return f"version: {_VERSION}\ntopic_id: {topic_id}".encode()
+
+
 def write_topic_id(directory: str, topic_id: str) -> None:
     """Write ``partition.metadata`` with ``topic_id`` (Kafka's exact bytes)."""
-    check_topic_id(topic_id)
     write_atomically(os.path.join(directory, PARTITION_METADATA_FILENAME),
-                     f"version: {_VERSION}\ntopic_id: {topic_id}".encode())
+                     encode_topic_id(topic_id))

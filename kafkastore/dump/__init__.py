@@ -196,7 +196,7 @@ __all__ = [
 
 def dump_files(files: list[str], options: DumpOptions, out: TextIO, err: TextIO, *,
                progress: ProgressCallback | None = None,
-               storage_options: dict[str, str] | None = None) -> int:
+               storage_options: dict[str, str] | None = None, resolve=None) -> int:
     """Dump ``files`` as ``kafka-dump-log.sh --files`` does; return the exit code.
 
     Parameters
@@ -217,6 +217,11 @@ def dump_files(files: list[str], options: DumpOptions, out: TextIO, err: TextIO,
         Options of the store the URIs name (:data:`kafkastore.storage.OPTIONS`: an
         endpoint, a region, credentials); an unknown name raises
         :class:`~kafkastore.errors.ConfigError` when the first URI is opened.
+    resolve : callable, optional
+        ``resolve(name) -> (storage, path)``: where each file is read, for every name
+        (a :class:`~kafkastore.storage.ReadOnlyStorage` and its path); names are printed
+        as given. ``kafkastore dump-log --tiered`` passes a tiered copy's virtual log
+        directory (:mod:`kafkastore.tiered`), whose ``.log`` is the original segment.
 
     Returns
     -------
@@ -225,6 +230,6 @@ def dump_files(files: list[str], options: DumpOptions, out: TextIO, err: TextIO,
     """
     emitter: Emitter = JsonEmitter(out, err) if options.json else TextEmitter(out, err)
     try:
-        return Dumper(options, emitter, progress, storage_options).run(list(files))
+        return Dumper(options, emitter, progress, storage_options, resolve).run(list(files))
     except OutputFailed as exc:
         raise exc.__cause__ from None

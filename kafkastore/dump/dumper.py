@@ -126,11 +126,13 @@ _BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 
 class Dumper:
     def __init__(self, options: DumpOptions, emitter: Emitter,
-                 progress: ProgressCallback | None, storage_options=None) -> None:
+                 progress: ProgressCallback | None, storage_options=None,
+                 resolve=None) -> None:
         self.opts = options
         self._local = LocalFiles()
         self._remote: StorageFiles | None = None
         self._storage_options = storage_options
+        self._resolve = resolve
         self.src = self._local   # where the file being dumped (and its siblings) are read
         self._sizes: dict[str, int] = {}
         self.deep = options.deep_iteration or options.print_data_log
@@ -151,13 +153,14 @@ class Dumper:
             self.progress(min(self.done, self.total), self.total)
 
     def _source(self, arg: str):
-        """The local file system for a plain path, the storage seam for a URI."""
+        """The local file system for a plain path, the storage seam for a URI (and for
+        every name when a resolver says where names are)."""
         from kafkastore.storage import split_uri
 
-        if not split_uri(arg)[0]:
+        if self._resolve is None and not split_uri(arg)[0]:
             return self._local
         if self._remote is None:
-            self._remote = StorageFiles(self._storage_options)
+            self._remote = StorageFiles(self._storage_options, self._resolve)
         return self._remote
 
     def _work(self, path: str) -> int:

@@ -130,12 +130,15 @@ class StorageFiles:
     same but for the names: a URI prints as it was given, and is its own absolute path.
 
     One storage is opened per directory (the URI up to its last ``/``), with the
-    ``options`` given (:func:`kafkastore.storage.open_storage`).
+    ``options`` given (:func:`kafkastore.storage.open_storage`); or, with ``resolve``,
+    ``resolve(name) -> (storage, path)`` says where each name is (the CLI's files of a
+    tiered copy, read through its virtual log directory).
     """
 
-    def __init__(self, options) -> None:
+    def __init__(self, options, resolve=None) -> None:
         self.options = dict(options or {})
         self._dirs: dict[str, tuple] = {}
+        self._resolver = resolve
 
     @staticmethod
     def display(uri: str) -> str:
@@ -153,6 +156,8 @@ class StorageFiles:
         """``(storage, path)`` of ``uri``."""
         from kafkastore.storage import open_storage
 
+        if self._resolver is not None:
+            return self._resolver(uri)
         parent, _, name = uri.rpartition("/")
         hit = self._dirs.get(parent)
         if hit is None:

@@ -8,7 +8,9 @@ The names, defaults and error cases mirror ``KafkaSourceProvider`` of
 spark-sql-kafka-0-10, so that a job moves from ``format("kafka")`` to
 ``format("kafkastore")`` by changing that one word (and the bootstrap servers
 for a path). Consumer plumbing (``kafka.bootstrap.servers``, ``groupIdPrefix``,
-``kafka.group.id``, poll timeouts and retries) is accepted and ignored.
+``kafka.group.id``, poll timeouts and retries) is accepted and ignored. kafkastore's own
+options: ``storage.<name>`` (the store of a URI path) and ``tieredStorage*`` (a tiered
+copy read under, or instead of, the log directory: :class:`TieredOptions`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "ReadOptions",
+    "TieredOptions",
     "WriteOptions",
     "parse_read_options",
     "parse_write_options",
@@ -182,6 +185,18 @@ class ReadOptions:
     #: ``kafka.isolation.level``: read_committed stops at the last stable offset and
     #: drops the records of aborted transactions
     isolation_level: str = "read_uncommitted"
+    #: ``tieredStorage``: the URI of a tiered-storage copy (KIP-405 remote segments) read
+    #: below the log directory's log start offsets, or alone when there is no ``path``
+    tiered: TieredOptions | None = None
+
+    @property
+    def source(self) -> str:
+        """What the read names in messages: the log directory, the tiered copy, or both."""
+        if self.tiered is None:
+            return self.path
+        if not self.path:
+            return self.tiered.uri
+        return f"{self.path} (and the tiered copy {self.tiered.uri})"
 
     @property
     def storage(self) -> dict[str, str]:
@@ -195,6 +210,70 @@ class ReadOptions:
         if self.strategy == "subscribepattern":
             return re.fullmatch(self.pattern, topic) is not None
         return any(t == topic for t, _ in self.assign)
+
+
+@dataclass(frozen=True)
+class TieredOptions:
+    """The ``tieredStorage*`` reader options: where a tiered copy is and how to open it
+    (:func:`kafkastore.tiered.open_tiered`'s arguments, as strings)."""
+
+    uri: str
+    layout: str | None = None            # "aiven" | "local" | None (detected)
+    key_prefix: str = ""
+    #: ``tieredStorage.keyRing``: a :meth:`KeyRing.from_spec
+    #: <kafkastore.tiered.crypto.KeyRing.from_spec>` string, ``id=/path.pem,...``
+    key_ring: str | None = None
+    #: the store's settings: ``tieredStorage.storage.<name>``, else the read's
+    #: ``storage.<name>`` when both URIs are the same kind of store
+    storage_options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def storage(self) -> dict[str, str]:
+        return dict(self.storage_options)
+
+
+_TIERED_LAYOUTS = ("aiven", "local")
+
+
+def _store_kind(uri: str) -> str:
+    from kafkastore.storage import split_uri
+
+    scheme = split_uri(uri)[0]
+    return {"": "file", "local": "file", "s3a": "s3", "gcs": "gs", "abfss": "abfs",
+            "az": "abfs", "viewfs": "hdfs"}.get(scheme, scheme)
+
+
+def _tiered_options(opts: dict[str, str], path: str | None,
+                    storage: tuple[tuple[str, str], ...]) -> TieredOptions | None:
+    """The ``tieredStorage*`` options (None without ``tieredStorage``); sub-options
+    without it are refused, as are an unknown layout and unknown storage names."""
+    uri = opts.get("tieredstorage", "").strip()
+    subs = sorted(k for k in opts if k.startswith("tieredstorage."))
+    if not uri:
+        if subs:
+            raise ConfigError(f"Option '{subs[0]}' needs the option 'tieredStorage' (the "
+                              f"URI of the tiered-storage copy)")
+        return None
+    known = ("tieredstorage.layout", "tieredstorage.keyprefix", "tieredstorage.keyring")
+    unknown = [k for k in subs if k not in known and not k.startswith("tieredstorage.storage.")]
+    if unknown:
+        raise ConfigError(f"Unknown option '{unknown[0]}': the tiered-storage options are "
+                          f"tieredStorage, tieredStorage.layout, tieredStorage.keyPrefix, "
+                          f"tieredStorage.keyRing and tieredStorage.storage.<name>")
+    layout = opts.get("tieredstorage.layout", "").strip().lower() or None
+    if layout is not None and layout not in _TIERED_LAYOUTS:
+        raise ConfigError(f"Invalid value '{layout}' for option 'tieredStorage.layout': "
+                          f"'aiven' or 'local' (or leave it out to detect the layout)")
+    own = tuple(sorted((k[len("tieredstorage.storage."):], v) for k, v in opts.items()
+                       if k.startswith("tieredstorage.storage.")))
+    if not own and path and _store_kind(path) == _store_kind(uri):
+        own = storage   # the same kind of store: most likely the same credentials
+    from kafkastore.storage import check_options
+    check_options(uri, dict(own))
+    return TieredOptions(uri=uri, layout=layout,
+                         key_prefix=opts.get("tieredstorage.keyprefix", ""),
+                         key_ring=opts.get("tieredstorage.keyring") or None,
+                         storage_options=own)
 
 
 def _spec(opts: dict[str, str], prefix: str, default: str) -> OffsetSpec:
@@ -226,8 +305,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     above ``maxOffsetsPerTrigger``.
     """
     opts = _opts(options)
-    path = opts.get("path")
-    if not path:
+    path = opts.get("path") or ""
+    if not path and not opts.get("tieredstorage", "").strip():
         raise ConfigError("The kafkastore source needs the log directory: "
                           "spark.read.format('kafkastore').option('subscribe', ...)"
                           ".load('/path/to/log-dir')")
@@ -324,6 +403,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     if split_by not in ("segment", "topicpartition"):
         raise ConfigError(f"Invalid value '{split_by}' for option 'splitBy': 'segment' or "
                           f"'topicpartition'")
+    storage = _storage_options(opts, path) if path else ()
+    tiered = _tiered_options(opts, path, storage)
+    if not path and any(k.startswith("storage.") for k in opts):
+        raise ConfigError("The storage.<name> options are for the log directory (the path); "
+                          "a tiered copy read alone takes tieredStorage.storage.<name>")
     return ReadOptions(
         path=path, strategy=strategy, topics=topics, pattern=pattern, assign=assign,
         starting=starting, ending=ending, timestamp_strategy=ts_strategy,
@@ -337,8 +421,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         min_offsets_per_trigger=min_trigger,
         batch_rows=_positive(opts, "arrowBatchRows") or 65536,
         pushdown=_bool(opts, "pushdown", False),
-        storage_options=_storage_options(opts, path),
+        storage_options=storage,
         isolation_level=isolation,
+        tiered=tiered,
     )
 
 

@@ -18,14 +18,20 @@ Order of work, as in Spark-Kafka:
    topic-partition with ``splitBy=topicpartition`` (Spark-Kafka's plan); then
    ``maxRecordsPerPartition`` and ``minPartitions`` cut further by offsets, with
    Spark-Kafka's proportional rule.
+
+With ``tieredStorage`` the views are :class:`~kafkastore.spark.tiered.UnionLog`s: a
+range that crosses offsets in neither the tiered copy nor the log directory fails under
+``failOnDataLoss``, and a tiered segment fetched in chunks is cut at byte positions
+next to chunk starts (:func:`_cut_at_chunks`; the slices' ``floor`` and ``ceiling``).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as _dt
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kafkastore.errors import ConfigError, OffsetOutOfRangeError
@@ -35,7 +41,7 @@ from kafkastore.topic import TopicPartition
 
 __all__ = ["SegmentSlice", "Split", "Pushdown", "resolve_ranges", "plan_splits",
            "start_offsets", "rate_limit", "selected_partitions", "data_loss_message",
-           "NEVER_NULL"]
+           "gap_message", "NEVER_NULL"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _INF = 1 << 63
@@ -63,6 +69,16 @@ class SegmentSlice:
     #: a byte position past the batch holding ``hi - 1`` (from the offset index; the
     #: segment's size without one): a task's ranged reads stop there
     end: int = -1
+    #: a segment of the tiered copy (read through its storage, see
+    #: :mod:`kafkastore.spark.tiered`), not of the log directory
+    tiered: bool = False
+    #: a batch boundary before which every byte belongs to another task: the read starts
+    #: there at the earliest, whatever the index said (0: none)
+    floor: int = 0
+    #: a batch boundary from which every byte belongs to another task: the read never
+    #: goes past it (-1: none). Set by cuts at byte positions (chunk starts of a tiered
+    #: segment), where ``lo``/``hi`` are then bounds, not the exact offsets held
+    ceiling: int = -1
 
 
 @dataclass(frozen=True)
@@ -120,6 +136,16 @@ def _to_ms(value) -> int | None:
     return None
 
 
+def gap_message(tp: TopicPartition, lo: int, hi: int, why: str) -> str:
+    """Offsets ``[lo, hi)`` of ``tp`` are in no segment the read has (``why`` says where
+    they are missing), as Spark-Kafka words data loss."""
+    return (f"Cannot fetch offsets {lo} to {hi - 1} of {tp}: {why}. Some data may have "
+            "been lost (a segment that was never uploaded to tiered storage, or deleted "
+            "from it, before the log directory stopped holding it). If you want your query "
+            "to continue on such cases, set the source option \"failOnDataLoss\" to "
+            "\"false\".")
+
+
 def data_loss_message(tp: TopicPartition, wanted: int, available: int) -> str:
     return (f"Cannot fetch offset {wanted} of {tp} (earliest available: {available}). "
             "Some data may have been lost because they are not available in the log "
@@ -135,7 +161,7 @@ def selected_partitions(opts: ReadOptions, layouts: Mapping[TopicPartition, Read
     if opts.strategy == "assign":
         missing = [tp for tp in map(TopicPartition._make, opts.assign) if tp not in layouts]
         if missing:
-            raise ConfigError(f"assign names partitions that are not in {opts.path}: "
+            raise ConfigError(f"assign names partitions that are not in {opts.source}: "
                               + ", ".join(map(str, missing)))
         tps = [TopicPartition(t, p) for t, p in opts.assign]
     else:
@@ -241,7 +267,7 @@ def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyL
                 tps.append(tp)
             elif opts.fail_on_data_loss:
                 raise OffsetOutOfRangeError(
-                    f"{tp} is gone from {opts.path} (the topic was deleted?). Some data may "
+                    f"{tp} is gone from {opts.source} (the topic was deleted?). Some data may "
                     "have been lost. If you want your query to continue on such cases, set "
                     "the source option \"failOnDataLoss\" to \"false\".")
     else:
@@ -289,6 +315,11 @@ def resolve_ranges(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyL
         if pushdown.ts_min is not None and start < end:
             found = layout.offset_for_timestamp(max(pushdown.ts_min, 0))
             start = end if found is None else max(start, min(found.offset, end))
+        missing = getattr(layout, "missing", None)   # a tiered copy's gaps (UnionLog)
+        if missing is not None and start < end and opts.fail_on_data_loss:
+            for lo, hi, why in missing(start, end):
+                raise OffsetOutOfRangeError(gap_message(tp, lo, hi, why), offset=lo,
+                                            path=layout.path)
         out[tp] = (start, max(start, end))
     return out
 
@@ -307,6 +338,13 @@ def plan_splits(opts: ReadOptions, layouts: Mapping[TopicPartition, ReadOnlyLog]
                 _slice(layout, seg, lo, hi) for seg, lo, hi in parts)))
             continue
         for seg, lo, hi in parts:
+            chunks = _chunk_starts(layout, seg)
+            if chunks is not None:
+                for a, b, floor, ceiling in _cut_at_chunks(
+                        layout, seg, lo, hi, opts.max_bytes_per_partition, chunks):
+                    splits.append(Split(tp.topic, tp.partition, (
+                        _slice(layout, seg, a, b, floor, ceiling),)))
+                continue
             for a, b in _cut_by_bytes(layout, seg, lo, hi, opts.max_bytes_per_partition):
                 splits.append(Split(tp.topic, tp.partition, (_slice(layout, seg, a, b),)))
     if opts.max_records_per_partition is not None:
@@ -332,10 +370,29 @@ def _span(split: Split) -> int:
     return split.slices[-1].hi - split.slices[0].lo
 
 
-def _slice(layout: ReadOnlyLog, seg: SegmentRef, lo: int, hi: int) -> SegmentSlice:
+def _tiered(layout, seg: SegmentRef) -> bool:
+    is_tiered = getattr(layout, "is_tiered", None)   # a UnionLog's remote segments
+    return False if is_tiered is None else is_tiered(seg)
+
+
+def _chunk_starts(layout, seg: SegmentRef) -> Sequence[int] | None:
+    """The original byte positions where ``seg``'s chunks start (a tiered segment's
+    objects are fetched a chunk at a time), or None for a file of the log directory."""
+    starts = getattr(layout, "chunk_starts", None)
+    return None if starts is None else starts(seg)
+
+
+def _slice(layout: ReadOnlyLog, seg: SegmentRef, lo: int, hi: int, floor: int = 0,
+           ceiling: int = -1) -> SegmentSlice:
     position, indexed = layout.floor_position(seg, lo)
     end = seg.size if hi >= _INF else max(position, layout.end_position(seg, hi))
-    return SegmentSlice(seg.path, seg.base_offset, position, indexed, lo, hi, seg.size, end)
+    if position < floor:
+        position, indexed = floor, -1
+    if ceiling >= 0:
+        end = min(end, ceiling)
+        position = min(position, ceiling)
+    return SegmentSlice(seg.path, seg.base_offset, position, indexed, lo, hi, seg.size, end,
+                        _tiered(layout, seg), floor, ceiling)
 
 
 def _cut_by_bytes(layout: ReadOnlyLog, seg: SegmentRef, lo: int, hi: int,
@@ -364,6 +421,50 @@ def _cut_by_bytes(layout: ReadOnlyLog, seg: SegmentRef, lo: int, hi: int,
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def _cut_at_chunks(layout, seg: SegmentRef, lo: int, hi: int, target: int,
+                   chunks: Sequence[int]) -> list[tuple[int, int, int, int]]:
+    """Cut ``[lo, hi)`` of a tiered segment at byte positions about every ``target``
+    bytes: ``(lo, hi, floor, ceiling)`` per piece.
+
+    A tiered segment is fetched a whole chunk at a time, so two tasks whose byte ranges
+    meet inside a chunk both fetch it. A cut is therefore made at the first offset-index
+    entry at or after a chunk start (the entries are the only batch starts known without
+    reading): when the entry is the chunk start itself, the two tasks share no chunk;
+    otherwise they share the one chunk the cut falls in. The cut is a byte position, the
+    ``ceiling`` of the piece before and the ``floor`` of the piece after; an entry
+    ``(o, p)`` says only that the batch at ``p`` ends at or before ``o`` and that every
+    earlier offset is before it, so the pieces' offset bounds are the entries' offsets
+    (``hi = o + 1`` before, ``lo`` = the previous entry's offset + 1 after) and overlap
+    where the cut batch's first offset is unknown; the bytes never do."""
+    import numpy as np
+
+    offs, pos = layout.offset_index(seg).arrays()
+    start_pos, _ = layout.floor_position(seg, lo)
+    end_pos = seg.size
+    if hi < _INF:
+        end_pos = max(start_pos, min(seg.size, layout.end_position(seg, hi)))
+    if end_pos - start_pos <= target or not len(offs):
+        return [(lo, hi, 0, -1)]
+    pieces = []
+    a, floor = lo, 0
+    i = bisect.bisect_left(chunks, start_pos + target)
+    while i < len(chunks):
+        k = int(np.searchsorted(pos, chunks[i], side="left"))
+        if k >= len(pos) or int(pos[k]) >= end_pos:
+            break
+        p = int(pos[k])
+        if p <= max(floor, start_pos):
+            i += 1
+            continue
+        before = int(offs[k]) + 1
+        after = int(offs[k - 1]) + 1 if k else seg.base_offset
+        pieces.append((a, min(hi, before), floor, p))
+        a, floor = max(lo, after), p
+        i = bisect.bisect_left(chunks, p + target, i + 1)
+    pieces.append((a, hi, floor, -1))
+    return pieces
+
+
 def _cut_even(layouts, split: Split, parts: int) -> list[Split]:
     """Spark-Kafka's split of an offset range into ``parts`` near-equal ranges."""
     lo = split.slices[0].lo
@@ -373,10 +474,12 @@ def _cut_even(layouts, split: Split, parts: int) -> list[Split]:
         return [split]
     bounds = [lo + size * i // parts for i in range(parts + 1)]
     layout = layouts[TopicPartition(split.topic, split.partition)]
-    segments = {seg.base_offset: seg for seg in layout.segments}
+    segments = {(_tiered(layout, seg), seg.path): seg for seg in layout.segments}
     out = []
     for a, b in zip(bounds[:-1], bounds[1:]):
-        slices = tuple(_slice(layout, segments[s.base], max(a, s.lo), min(b, s.hi))
+        # (a piece keeps its slice's byte bounds: rows past them are another task's)
+        slices = tuple(_slice(layout, segments[s.tiered, s.path], max(a, s.lo), min(b, s.hi),
+                              s.floor, s.ceiling)
                        for s in split.slices if max(a, s.lo) < min(b, s.hi))
         if slices:
             out.append(Split(split.topic, split.partition, slices))

@@ -89,7 +89,7 @@ def arrow_schema(names: Sequence[str]):
 
 def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
                offset_in: frozenset | None = None, batch_rows: int = 65536,
-               chunk_size: int = _CHUNK, storage=None) -> Iterator:
+               chunk_size: int = _CHUNK, storage=None, tiered_storage=None) -> Iterator:
     """Yield the records of ``split`` as Arrow batches with the columns ``names``.
 
     ``ts_min`` skips whole batches whose max timestamp is below it (a pushed
@@ -99,7 +99,8 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
     its aborted transactions (:class:`~kafkastore.txn_index.AbortedTransactionFilter`).
     A corrupt entry raises a :class:`~kafkastore.errors.KafkaStoreError`
     naming the file and position. ``storage`` serves the slices' paths (default: the
-    local file system).
+    local file system), ``tiered_storage`` those of the tiered slices (the virtual log
+    directory of a tiered copy, :class:`kafkastore.tiered.tiered_storage.TieredStorage`).
     """
     if storage is None:
         from kafkastore.storage import LocalStorage
@@ -113,7 +114,11 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
                                                          count=len(offset_in))
     txn_filter = None if split.aborted is None else AbortedTransactionFilter(split.aborted)
     for sl in split.slices:
-        for cols, i0, i1 in _slice_columns(storage, sl, headers, ts_min, chunk_size,
+        if sl.tiered and tiered_storage is None:
+            raise KafkaStoreError(f"{sl.path} is a segment of a tiered copy, and the task "
+                                  f"was given no tiered storage to read it from")
+        store = tiered_storage if sl.tiered else storage
+        for cols, i0, i1 in _slice_columns(store, sl, headers, ts_min, chunk_size,
                                            txn_filter):
             keep = None if wanted is None else np.isin(cols["offset"][i0:i1], wanted)
             aborted = cols.pop("_aborted", None)
@@ -194,6 +199,13 @@ def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | 
     # the planned end bounds the ranged reads; it is an index position of the file that
     # was planned, so only trusted when the start was (a replaced file reads to its end)
     bound = sl.end if 0 <= sl.end <= size and (start > 0 or sl.position == 0) else size
+    if sl.floor > start:    # bytes before the floor are another task's (a byte cut)
+        start, prev_last = sl.floor, _UNKNOWN
+    if sl.ceiling >= 0:     # and so are those from the ceiling on
+        size = min(size, sl.ceiling)
+        bound = min(bound, size)
+        if start >= size:
+            return
     local = storage.is_local
     buf = bytearray()
 

@@ -93,7 +93,8 @@ class KafkaStoreDataSource(DataSource):
     """Format ``kafkastore``: read, stream and write Kafka log directories.
 
     Options and schema are Spark-Kafka's (see ``docs/spark.rst``); the path is the log
-    directory.
+    directory. A read may also (or instead) name a tiered-storage copy with the option
+    ``tieredStorage`` (:mod:`kafkastore.spark.tiered`).
     """
 
     @classmethod
@@ -136,17 +137,27 @@ def _refuse_overwrite(overwrite: bool) -> None:
 
 class KafkaStorePartition(InputPartition):
     """One task: a :class:`~kafkastore.spark.planner.Split`, and what the pushed
-    filters ask of its rows (``ts_min``, ``offset_in``)."""
+    filters ask of its rows (``ts_min``, ``offset_in``); for a split of a tiered copy,
+    the storage its remote slices are read through (``tiered``: what
+    :func:`kafkastore.spark.tiered.task_storage` ships, so the task neither lists the
+    copy nor fetches a manifest)."""
 
-    def __init__(self, split, ts_min=None, offset_in=None) -> None:
+    def __init__(self, split, ts_min=None, offset_in=None, tiered=None) -> None:
         super().__init__(split)
         self.ts_min = ts_min
         self.offset_in = offset_in
+        self.tiered = tiered
 
 
-def _scan(opts) -> dict:
-    """The driver's one listing of the log directory (a path or a URI)."""
-    return _layout.scan(opts.path, opts.storage)
+def _scan(opts, copy=None) -> dict:
+    """The driver's one listing of the log directory (a path or a URI); with
+    ``tieredStorage``, of the tiered copy too (``copy``, when already open), as
+    :class:`~kafkastore.spark.tiered.UnionLog` views."""
+    if opts.tiered is None:
+        return _layout.scan(opts.path, opts.storage)
+    from kafkastore.spark.tiered import open_copy, scan_union
+
+    return scan_union(opts, copy if copy is not None else open_copy(opts.tiered))
 
 
 def _close(layouts) -> None:
@@ -160,8 +171,13 @@ def _plan(opts, pushdown: Pushdown, starts=None, ends=None, layouts=None) -> lis
         layouts = _scan(opts)
     try:
         ranges = resolve_ranges(opts, layouts, pushdown, starts=starts, ends=ends)
-        return [KafkaStorePartition(s, pushdown.ts_min, pushdown.offset_in)
-                for s in plan_splits(opts, layouts, ranges)]
+        splits = plan_splits(opts, layouts, ranges)
+        stores = [None] * len(splits)
+        if opts.tiered is not None:
+            from kafkastore.spark.tiered import task_storage
+            stores = [task_storage(layouts, s) for s in splits]
+        return [KafkaStorePartition(s, pushdown.ts_min, pushdown.offset_in, store)
+                for s, store in zip(splits, stores)]
     finally:
         if own:
             _close(layouts)
@@ -171,12 +187,15 @@ def _read(names, opts, partition) -> Iterator:
     split = getattr(partition, "value", None)
     if split is None:   # Spark's stand-in when partitions() planned nothing
         return iter(())
-    from kafkastore.storage import open_storage
+    storage = None
+    if any(not sl.tiered for sl in split.slices):
+        from kafkastore.storage import open_storage
 
-    # one client per worker process and store (open_storage caches remote ones)
-    storage, _ = open_storage(opts.path, opts.storage)
+        # one client per worker process and store (open_storage caches remote ones)
+        storage, _ = open_storage(opts.path, opts.storage)
     return read_split(split, names, ts_min=partition.ts_min, offset_in=partition.offset_in,
-                      batch_rows=opts.batch_rows, storage=storage)
+                      batch_rows=opts.batch_rows, storage=storage,
+                      tiered_storage=getattr(partition, "tiered", None))
 
 
 class KafkaStoreReader(DataSourceReader):
@@ -263,13 +282,24 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._pinned: dict | None = None
         self._available: dict | None = None   # the LEOs latestOffset last saw
         self._listing: dict | None = None     # the views latestOffset listed
+        self._copy = None                     # the tiered copy, listed once (see _layouts)
 
-    def _layouts(self):
+    def _layouts(self, relist_copy: bool = False):
         # one listing per micro-batch: latestOffset lists, and partitions() plans the
-        # same micro-batch from that listing
+        # same micro-batch from that listing. A tiered copy under a log directory is
+        # listed once per query (its offsets are history, below the log directory's)
+        # and again only when a micro-batch needs offsets that listing lacks
+        # (relist_copy); read alone it is the only source of new offsets, so it is
+        # listed every micro-batch
         if self._listing is not None:
             _close(self._listing)
-        self._listing = _scan(self.opts)
+        copy = None
+        if self.opts.tiered is not None and self.opts.path:
+            if self._copy is None or relist_copy:
+                from kafkastore.spark.tiered import open_copy
+                self._copy = open_copy(self.opts.tiered)
+            copy = self._copy
+        self._listing = _scan(self.opts, copy)
         return self._listing
 
     def _leos(self, layouts) -> dict:
@@ -325,6 +355,10 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         listing = self._listing
         if listing is None or any(tp not in listing for tp in ends):
             listing = self._layouts()   # a restarted query's first batch: list now
+        if self.opts.tiered is not None and self.opts.path and _stale(listing, starts, ends):
+            # offsets the copy's listing lacks: list it again (segments uploaded since
+            # the query started are in the new listing; a real gap stays one)
+            listing = self._layouts(relist_copy=True)
         return _plan(self.opts, Pushdown(), starts=starts, ends=ends, layouts=listing)
 
     def read(self, partition):
@@ -338,6 +372,17 @@ class KafkaStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._listing is not None:
             _close(self._listing)
             self._listing = None
+
+
+def _stale(listing, starts, ends) -> bool:
+    """Whether a micro-batch ``[starts, ends)`` needs offsets that are in neither the
+    log directory nor the (cached) listing of the tiered copy."""
+    for tp, end in ends.items():
+        view = listing.get(tp)
+        missing = getattr(view, "missing", None)
+        if missing is not None and missing(starts.get(tp, view.log_start_offset), end):
+            return True
+    return False
 
 
 class KafkaStoreCommit(WriterCommitMessage):

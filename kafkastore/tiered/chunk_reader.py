@@ -8,26 +8,66 @@ it, fetches the transformed bytes of the chunks it does not hold already in ONE 
 read per run of adjacent chunks, detransforms each and returns the bytes asked for.
 
 What is fetched is the chunks a read needs and nothing more (a chunk is the unit of
-decompression and of the GCM tag); the few most recently used decoded chunks are kept
-(:data:`CACHED_CHUNKS`), so the index-guided window reads of
-:class:`~kafkastore.log_view.ReadOnlyLog` (a search window, then the data from there)
-do not fetch a chunk twice. A copy without transforms and with a fixed chunk index maps
-positions one to one: :func:`open_segment_reader` then reads the object directly.
+decompression and of the GCM tag). Decoded chunks are kept in a :class:`ChunkCache`
+shared by the readers of one copy (most recently used kept, :data:`CACHE_BYTES` in all,
+never fewer than the chunks of the last read), so the window reads of
+:class:`~kafkastore.log_view.ReadOnlyLog` (a walk of batch headers in windows, then the
+batch found; a search window, then the data from there) do not fetch a chunk twice
+whatever the chunk size. A copy without transforms and with a fixed chunk index maps
+positions one to one and is read directly (no reader of this module).
 
-Thread-safety: as every ``RangeReader``, one thread at a time.
+Thread-safety: a reader, as every ``RangeReader``, is for one thread at a time; the
+cache is shared under a lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from kafkastore.errors import CorruptChunkError, StorageError
 from kafkastore.storage import RangeReader, ReadOnlyStorage
 
-__all__ = ["ChunkedReader", "CACHED_CHUNKS"]
+__all__ = ["ChunkedReader", "ChunkCache", "CACHE_BYTES"]
 
-#: Decoded chunks a reader keeps (most recently used first out last).
-CACHED_CHUNKS = 4
+#: Decoded chunk bytes one copy keeps (above the largest window a log view reads, 8 MiB).
+CACHE_BYTES = 32 << 20
+
+
+class ChunkCache:
+    """Decoded chunks by ``(object path, chunk id)``, least recently used dropped first
+    once they hold more than ``budget`` bytes. Thread-safe."""
+
+    def __init__(self, budget: int = CACHE_BYTES) -> None:
+        self.budget = budget
+        self.bytes = 0
+        self._chunks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> bytes | None:
+        with self._lock:
+            data = self._chunks.get(key)
+            if data is not None:
+                self._chunks.move_to_end(key)
+            return data
+
+    def put(self, key: tuple[str, int], data: bytes, keep: int = 1) -> None:
+        """Keep ``data``; drop the oldest until within the budget, but never the
+        ``keep`` most recent (the chunks of the read in progress)."""
+        with self._lock:
+            old = self._chunks.pop(key, None)
+            if old is not None:
+                self.bytes -= len(old)
+            self._chunks[key] = data
+            self.bytes += len(data)
+            while self.bytes > self.budget and len(self._chunks) > keep:
+                _, dropped = self._chunks.popitem(last=False)
+                self.bytes -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._chunks.clear()
+            self.bytes = 0
 
 
 class ChunkedReader(RangeReader):
@@ -41,12 +81,12 @@ class ChunkedReader(RangeReader):
                  "bytes_fetched")
 
     def __init__(self, storage: ReadOnlyStorage, path: str, inner: RangeReader,
-                 chunk_index, transform, uri: str) -> None:
+                 chunk_index, transform, uri: str, cache: ChunkCache | None = None) -> None:
         super().__init__(storage, path, chunk_index.original_file_size)
         self._inner = inner
         self._index = chunk_index
         self._transform = transform
-        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self._cache = cache if cache is not None else ChunkCache()
         self.uri = uri
         self.chunks_fetched = 0
         self.bytes_fetched = 0
@@ -57,7 +97,6 @@ class ChunkedReader(RangeReader):
                 f"{expected} ({len(chunk_index)} chunks)", path=uri)
 
     def close(self) -> None:
-        self._cache.clear()
         self._inner.close()
 
     def read(self, position: int, size: int) -> bytes:
@@ -65,8 +104,14 @@ class ChunkedReader(RangeReader):
         if want == 0:
             return b""
         chunks = self._index.chunks_for_range(position, want)
-        missing = [c for c in chunks if c.id not in self._cache]
-        decoded = {c.id: self._cache[c.id] for c in chunks if c.id in self._cache}
+        decoded = {}
+        missing = []
+        for c in chunks:
+            data = self._cache.get((self.uri, c.id))
+            if data is None:
+                missing.append(c)
+            else:
+                decoded[c.id] = data
         # one ranged read per run of adjacent missing chunks
         run: list = []
         for c in missing + [None]:
@@ -76,7 +121,7 @@ class ChunkedReader(RangeReader):
             if c is not None:
                 run.append(c)
         for c in chunks:
-            self._remember(c.id, decoded[c.id])
+            self._cache.put((self.uri, c.id), decoded[c.id], keep=len(chunks))
         if len(chunks) == 1:
             c = chunks[0]
             start = position - c.original_position
@@ -90,13 +135,6 @@ class ChunkedReader(RangeReader):
             b = min(c.original_size, position + want - c.original_position)
             parts.append(memoryview(decoded[c.id])[a:b])
         return b"".join(parts)
-
-    def _remember(self, chunk_id: int, data: bytes) -> None:
-        cache = self._cache
-        cache[chunk_id] = data
-        cache.move_to_end(chunk_id)
-        while len(cache) > CACHED_CHUNKS:
-            cache.popitem(last=False)
 
     def _fetch(self, run: list) -> dict[int, bytes]:
         first, last = run[0], run[-1]

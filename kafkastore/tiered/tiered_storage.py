@@ -51,7 +51,7 @@ from kafkastore.errors import (
 )
 from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME
 from kafkastore.log_view import ReadOnlyLog, ReadOnlyLogDir
-from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME
+from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME, encode_topic_id
 from kafkastore.segment import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -59,7 +59,7 @@ from kafkastore.segment import (
     TXN_INDEX_FILE_SUFFIX,
 )
 from kafkastore.storage import FileInfo, RangeReader, ReadOnlyStorage, open_storage
-from kafkastore.tiered.chunk_reader import ChunkedReader
+from kafkastore.tiered.chunk_reader import ChunkCache, ChunkedReader
 from kafkastore.tiered.listing import AIVEN, LOCAL, SegmentObjects, list_copy
 from kafkastore.tiered.manifest import parse_manifest
 from kafkastore.tiered.resolve import RemoteSegment, ResolvedPartition, resolve
@@ -130,17 +130,20 @@ class TieredStorage(ReadOnlyStorage):
         self._indexes: dict[str, bytes] = {}
         self._transforms: dict[str, Any] = {}
         self._built: set[TopicPartition] = set()
+        self.chunk_cache = ChunkCache()
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_lock"] = None
         state["_indexes"] = {}
         state["_transforms"] = {}
+        state["chunk_cache"] = None
         return state
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
+        self.chunk_cache = ChunkCache()
 
     # -- the copy --------------------------------------------------------------------
 
@@ -154,6 +157,28 @@ class TieredStorage(ReadOnlyStorage):
             raise TieredStorageError(f"{tp} is not in the tiered copy", path=self.copy_uri)
         self._build(part)
         return part
+
+    def for_files(self, tp: TopicPartition, paths: list[str]) -> TieredStorage:
+        """A copy of this storage that serves only the virtual files ``paths`` of the
+        resolved partition ``tp`` (what one Spark task reads): it lists, resolves and
+        fetches nothing to open them, and pickles small (only those segments' manifests
+        and the key ring)."""
+        part = self.partition(tp)
+        with self._lock:
+            files = {p: self._files[p] for p in paths}
+            dirs = {"": [i for i in self._dirs.get("", ()) if i.path == part.dir_name],
+                    part.dir_name: [i for i in self._dirs.get(part.dir_name, ())
+                                    if i.path in files]}
+        segments = list({id(vf.segment): vf.segment for vf in files.values()
+                         if vf.segment is not None}.values())
+        stub = _Partition(tp, part.topic_id, [seg.objects for seg in segments])
+        stub.segments = segments
+        out = TieredStorage(self.storage, self.root, self.layout, {tp: stub},
+                            key_ring=self.key_ring, strict=self.strict)
+        out._files = files
+        out._dirs = dirs
+        out._built = {tp}
+        return out
 
     def object_uri(self, info: FileInfo) -> str:
         return self.storage.uri(info.path)
@@ -276,7 +301,7 @@ class TieredStorage(ReadOnlyStorage):
         for seg in segs:
             self._add_segment_files(d, seg, seg.end_offset + 1)
         if part.topic_id:
-            meta = f"version: 0\ntopic_id: {part.topic_id}\n".encode()
+            meta = encode_topic_id(part.topic_id)
             self._add(d, PARTITION_METADATA_FILENAME, _VFile("bytes", len(meta), None, meta))
         if segs:
             last = segs[-1]
@@ -371,7 +396,7 @@ class TieredStorage(ReadOnlyStorage):
         if vf.kind == "object":
             return self.storage.open(vf.arg, vf.size)
         if vf.kind == "slice":
-            return _BytesReader(self, key, self._index_bytes(vf.segment, vf.arg))
+            return _BytesReader(self, key, self.index_bytes(vf.segment, vf.arg))
         return _BytesReader(self, key, vf.arg)
 
     # -- segment bytes ----------------------------------------------------------------
@@ -406,11 +431,13 @@ class TieredStorage(ReadOnlyStorage):
                     f"has {index.original_file_size} and no transforms", path=uri)
             return self.storage.open(info.path, info.size)
         return ChunkedReader(self, path, self.storage.open(info.path, info.size), index,
-                             self.transform(seg), uri)
+                             self.transform(seg), uri, self.chunk_cache)
 
-    def _index_bytes(self, seg: RemoteSegment, name: str) -> bytes:
-        """One index of an Aiven segment, detransformed (the ``.indexes`` object is
-        fetched whole once: it is every index of the segment, each small)."""
+    def index_bytes(self, seg: RemoteSegment, name: str) -> bytes:
+        """One index of an Aiven segment by its manifest name (``offset``,
+        ``timestamp``, ``producerSnapshot``, ``leaderEpoch``, ``transaction``),
+        detransformed; ``b""`` for an empty one. The ``.indexes`` object is fetched
+        whole once: it is every index of the segment, each small."""
         info = seg.objects.files["indexes"]
         blob = self._indexes.get(info.path)
         if blob is None:

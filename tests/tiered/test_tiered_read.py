@@ -95,7 +95,7 @@ def test_zstd_copy_fetches_only_the_chunks_a_query_needs():
         mid = (log.log_start_offset + log.log_end_offset) // 2   # the LEO read, first
         ref = log.segments[0]
         for lo, n in ((mid, 10), (log.log_start_offset, 1), (mid + 500, 300)):
-            log.close()    # no decoded chunk kept from the query before
+            copy.tiered_storage.chunk_cache.clear()   # nothing kept from the query before
             copy.storage.stats.reset()
             got = [r.offset for r in log.records(lo, lo + n)]
             assert got == list(range(lo, lo + n))
@@ -219,6 +219,9 @@ def test_local_tiered_copy_reads_as_the_partition(tmp_path):
         # the partition directory a Kafka reader expects is there
         names = {f.name for f in copy.tiered_storage.list_dir("orders-0")}
         assert {"partition.metadata", "leader-epoch-checkpoint"} <= names
+        # Kafka's exact bytes (PartitionMetadata.encode: no newline at the end)
+        assert copy.tiered_storage.read_file("orders-0/partition.metadata") == \
+            f"version: 0\ntopic_id: {TOPIC_ID}".encode()
 
 
 def test_retried_and_unfinished_uploads_are_resolved(tmp_path):
@@ -342,3 +345,34 @@ def test_wrong_end_offset_hints_are_read_before_they_decide_anything():
     asked.clear()
     res = resolve([seg(0, -5, "A" * 22, verified=False)], end_of)
     assert [s.end_offset for s in res.segments] == [99] and asked == ["A"]
+
+
+def test_small_chunks_are_fetched_once_per_query(tmp_path, monkeypatch):
+    """Window reads (a walk of batch headers, then the batch found) share the decoded
+    chunks: with 512-byte chunks a timestamp search or a records read fetches no chunk
+    twice."""
+    from kafkastore.tiered.chunk_reader import ChunkedReader
+    from kafkastore.tiered.upload import UploadOptions, upload_partition
+
+    src = write_log(tmp_path / "orders-0", 600, segment_bytes=20_000)
+    upload_partition(str(src), str(tmp_path / "copy"),
+                     options=UploadOptions(chunk_size=512, compression=True),
+                     topic_id=TOPIC_ID)
+    fetched = []
+    real = ChunkedReader._fetch
+
+    def spy(self, run):
+        fetched.extend((self.uri, c.id) for c in run)
+        return real(self, run)
+
+    monkeypatch.setattr(ChunkedReader, "_fetch", spy)
+    with open_tiered(str(tmp_path / "copy")) as copy:
+        log = copy.log(ORDERS0)
+        want = ReadOnlyLog.open(str(src))
+        for query in (lambda lg: lg.offset_for_timestamp(1_700_000_000_333),
+                      lambda lg: [r.offset for r in lg.records(100, 400)],
+                      lambda lg: lg.offset_for_timestamp(-3)):
+            copy.tiered_storage.chunk_cache.clear()
+            fetched.clear()
+            assert query(log) == query(want)
+            assert fetched and len(fetched) == len(set(fetched))
