@@ -21,9 +21,10 @@ in the machine's load hits both; ratio = peer time / tiered time):
 
 Fetch rows: ``--queries`` random queries of each kind (``records(a, a+n)`` with ``n`` =
 ``--records-per-query``, ``offset_for_timestamp``, ``read`` of one batch) on each zstd
-copy, each query with fresh segment readers. ``fetched`` is the object bytes read (the
-store's own counters) by the queries; ``needed`` the transformed bytes of the chunks
-holding the batches of the answers (by the chunk index); bar: fetched / needed <= 1.05.
+copy, each query cold (its segment readers new, the copy's chunk cache empty).
+``fetched`` is the object bytes read (the store's own counters) by the queries;
+``needed`` the transformed bytes of the chunks holding the batches of the answers (by
+the chunk index); bar: fetched / needed <= 1.05.
 ``asked`` is the same for the byte ranges the log view asks its segment readers for
 (the index-guided windows: a batch or two of slack around the answer): fetched / asked
 is the chunk reader's own overhead. ``one-time`` is what opening the copy read once

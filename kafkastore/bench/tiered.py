@@ -32,8 +32,8 @@ tiered time as everywhere in the suite):
   decoding and its decompression or decryption).
 
 Fetches (:func:`measure_fetches`): random queries (``records(a, a + n)``,
-``offset_for_timestamp``, ``read``) on a copy, each with fresh segment readers (no chunk
-left in a reader's cache from the query before); the real object bytes read by the
+``offset_for_timestamp``, ``read``) on a copy, each cold (:func:`cold`: no chunk left in
+the copy's chunk cache from the query before); the real object bytes read by the
 queries beside the transformed sizes of the chunks holding the byte ranges the queries
 need (the batches of the answer), from the chunk index. What the copy reads once
 (listing, manifests, every segment's ``.indexes``, the tail of the last segment for the
@@ -58,7 +58,8 @@ from kafkastore.storage import RangeReader, ReadOnlyStorage
 __all__ = ["TOPIC", "TOPIC_ID", "SEGMENTS", "PER_APPEND", "READ_WINDOW", "RANDOM_READS",
            "CopySpec", "PLAIN", "LOCAL_TIERED", "ZSTD", "ZSTD_SMALL", "AES", "COPIES",
            "TieredFixture", "Case", "LOCAL_PEER", "FetchResult", "QUERY_KINDS",
-           "build_partition", "build_fixture", "warm", "timed_cases", "measure_fetches",
+           "build_partition", "build_fixture", "warm", "cold", "timed_cases",
+           "measure_fetches",
            "records_count", "columns_count", "random_offsets", "read_offsets", "raw_read",
            "transformed_chunks", "zstd_alone", "data_keys", "aesgcm_alone"]
 
@@ -221,6 +222,15 @@ def warm(log) -> None:
     log.close()
 
 
+def cold(log, copy=None) -> None:
+    """Close the view's segment readers and drop the decoded chunks the readers of
+    ``copy`` share, so that the next read fetches and decodes what it needs again (the
+    index views stay, as in a reader that has read them once)."""
+    log.close()
+    if copy is not None:
+        copy.tiered_storage.chunk_cache.clear()
+
+
 # -- what is timed -----------------------------------------------------------------------
 
 
@@ -350,11 +360,11 @@ def timed_cases(fx: TieredFixture, timed: Callable[[Callable[[], object]], Timer
     def on(name: str, fn: Callable[[Any], object]) -> Callable[[], Timer]:
         def make() -> Timer:
             log = fx.view(name)   # opened (listed, manifests read) outside the timing
+            copy = None if name == "local" else fx.copy(name)
 
             def run() -> object:
-                # the segment readers closed first, so that no call starts with chunks
-                # decoded by the one before (the index views stay, as in a reader)
-                log.close()
+                # no call starts with chunks decoded by the one before
+                cold(log, copy)
                 return fn(log)
             return timed(run)
         return make
@@ -415,8 +425,8 @@ QUERY_KINDS = ("records", "offset_for_timestamp", "read")
 class FetchResult:
     """What ``queries`` queries of one kind read from one copy's store.
 
-    ``fetched``/``gets``: object bytes and ranged reads of the queries (each query with
-    fresh segment readers); ``needed``: transformed bytes of the chunks holding the
+    ``fetched``/``gets``: object bytes and ranged reads of the queries (each query cold:
+    :func:`cold`); ``needed``: transformed bytes of the chunks holding the
     batches of the answers (the bar's denominator); ``asked``: transformed bytes of the
     chunks holding the byte ranges the log view asked its segment readers for (index
     slack included: what the chunk reader alone is responsible for); ``one_time``:
@@ -614,6 +624,7 @@ def measure_fetches(fx: TieredFixture, name: str, *, kinds: Sequence[str] = QUER
                    for s in copy.resolution(tp).segments}
         # what a reader reads once: manifests (above), indexes, the log end offset
         warm(log)
+        cold(log, copy)
         start, end = log.log_start_offset, log.log_end_offset
         one_time = stats.bytes_read
         bases = {seg.path: seg.base_offset for seg in log.segments}
@@ -625,7 +636,7 @@ def measure_fetches(fx: TieredFixture, name: str, *, kinds: Sequence[str] = QUER
                 recording.ranges.clear()
                 bytes0, reads0 = stats.bytes_read, stats.reads
                 run(log)
-                log.close()   # fresh readers for the next query: no chunk carried over
+                cold(log, copy)   # each query on its own: no chunk carried over
                 fetched += stats.bytes_read - bytes0
                 gets += stats.reads - reads0
                 needed += _chunk_bytes(indexes, ranges)
