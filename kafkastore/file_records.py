@@ -555,7 +555,23 @@ class StorageRecords(FileRecords):
         return self._reader.read(position, end - position)
 
     def _pread(self, size: int, position: int) -> bytes:
+        # a walk's window on a file read in chunks stops at the end of the chunk it
+        # starts in (at the next one's when too little of this one is left for a
+        # header): the walk reads on only if the entry it looks for is not there, so it
+        # never fetches a chunk the search does not reach
+        bounds = self._reader.chunk_bounds(position)
+        if bounds is not None:
+            end = bounds[1]
+            if end - position < _FIRST_READ:
+                after = self._reader.chunk_bounds(end)
+                end = after[1] if after is not None else position + size
+            size = min(size, end - position)
         return self._reader.read(position, size)
+
+    def chunk_bounds(self, position: int) -> tuple[int, int] | None:
+        """:meth:`RangeReader.chunk_bounds <kafkastore.storage.RangeReader.chunk_bounds>`
+        of the file's reader."""
+        return self._reader.chunk_bounds(position)
 
     def search_with_data(self, target_offset: int, starting_position: int = 0,
                          read_size: int = 0, *, next_position: int = -1,

@@ -245,6 +245,31 @@ class ReadOnlyLog:
         found, position = index.lookup(offset)
         return position, found
 
+    def read_start(self, seg: SegmentRef, offset: int) -> int:
+        """Where a read of ``offset`` starts: :meth:`floor_position`'s batch (the last
+        one the offset index maps at or below ``offset``), except on a file read in
+        chunks (a tiered copy's transformed segment) when the next index entry lies in a
+        later chunk and its batch holds ``offset``: then that batch, so the floor's chunk
+        is not fetched for one batch header. Costs one header read there, in the chunk
+        the read needs anyway."""
+        index = self.offset_index(seg)
+        if index.entries == 0 or index.entry(0).offset > offset:
+            return 0
+        found, position, nxt = index.lookup_with_next(offset)
+        if found == offset or nxt <= position:
+            return position
+        records = self.segment_records(seg)
+        bounds = records.chunk_bounds(position)
+        if bounds is None or nxt < bounds[1] or nxt >= seg.size:
+            return position
+        try:
+            header = read_batch_header(records.read(nxt, RECORD_BATCH_OVERHEAD))
+        except CorruptRecordError:
+            return position     # the walk from the floor meets (and reports) it
+        if header.magic >= 2 and header.base_offset <= offset <= header.last_offset:
+            return nxt
+        return position
+
     def end_position(self, seg: SegmentRef, offset: int) -> int:
         """A byte position of ``seg`` at or past the end of the batch holding
         ``offset - 1``, where a read of the offsets below ``offset`` may stop: the
@@ -427,10 +452,15 @@ class ReadOnlyLog:
         records = self.segment_records(seg)
         index = self.offset_index(seg)
         index_offset, index_position, next_position = index.lookup_with_next(offset)
+        at_start = index_offset == offset
+        if not at_start:
+            start = self.read_start(seg, offset)
+            at_start = start == next_position
+            index_position = start
         try:
             header, data = records.search_with_data(
                 offset, index_position, max_bytes, next_position=next_position,
-                at_start=index_offset == offset)
+                at_start=at_start)
         except CorruptRecordError as exc:
             raise exc.with_context(path=records.path) from None
         if header is None:
@@ -474,7 +504,7 @@ class ReadOnlyLog:
 
         for seg, a, b in self.segments_for(lo, hi):
             records = self.segment_records(seg)
-            position, _ = self.floor_position(seg, a)
+            position = self.read_start(seg, a)
             stop = self.end_position(seg, b)
             for pos, data, scan in read_chunks(records.read, position, stop, _CHUNK):
                 if scan.valid_bytes:
@@ -584,7 +614,7 @@ class ReadOnlyLog:
         # in it the first record at or past both the target and the log start offset
         _, hint = self.time_index(seg).lookup(timestamp)
         start = self.log_start_offset
-        position, _ = self.floor_position(seg, max(hint, start))
+        position = self.read_start(seg, max(hint, start))
         records = self.segment_records(seg)
         try:
             for header in records.walk(position, seg.size):

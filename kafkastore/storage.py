@@ -193,6 +193,11 @@ class RangeReader:
     def close(self) -> None:
         """Release the file; further reads are an error."""
 
+    def chunk_bounds(self, position: int) -> tuple[int, int] | None:
+        """``(start, end)`` of the unit a read of ``position`` fetches whole (a tiered
+        copy's transformed chunk), or None where any byte range is read as asked."""
+        return None
+
     def __enter__(self) -> RangeReader:
         return self
 

@@ -99,6 +99,10 @@ class _ReadAhead:
         self._start = 0
         self._buf = b""
 
+    def chunk_bounds(self, position: int) -> None:
+        """None: the read-ahead's blocks already decide what is fetched."""
+        return None
+
     def read(self, position: int, size: int) -> bytes:
         end = min(position + size, self.size)
         if position < 0 or position >= end:

@@ -99,6 +99,12 @@ class ChunkedReader(RangeReader):
     def close(self) -> None:
         self._inner.close()
 
+    def chunk_bounds(self, position: int) -> tuple[int, int] | None:
+        chunk = self._index.find(position) if 0 <= position < self.size else None
+        if chunk is None:
+            return None
+        return chunk.original_position, chunk.original_position + chunk.original_size
+
     def read(self, position: int, size: int) -> bytes:
         want = self._want(position, size)
         if want == 0:
