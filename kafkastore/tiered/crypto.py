@@ -95,9 +95,9 @@ def decrypt_chunk(key, aad: bytes, blob: bytes, *, chunk: int | None, position: 
             f"{path}: {name} at byte {position} is {len(blob)} bytes, shorter than an "
             f"encrypted chunk's IV and tag ({IV_SIZE + TAG_SIZE})",
             chunk=chunk, position=position, path=path)
-    blob = bytes(blob)
+    view = memoryview(blob)   # AESGCM reads buffers: no copy of the chunk
     try:
-        return _aead(key).decrypt(blob[:IV_SIZE], blob[IV_SIZE:], aad)
+        return _aead(key).decrypt(bytes(view[:IV_SIZE]), view[IV_SIZE:], aad)
     except InvalidTag:
         raise CorruptChunkError(
             f"{path}: {name} at byte {position} does not decrypt: its AES-GCM tag does not "
