@@ -272,28 +272,16 @@ class TieredStorage(ReadOnlyStorage):
             indexes = seg.manifest.segment_indexes
             for name, suffix in _AIVEN_INDEXES:
                 ix = indexes.get(name)
-                if ix is None:
-                    continue
-                if suffix == _SNAPSHOT_SUFFIX:
-                    if snapshot_offset is None:
-                        continue
-                    fname = f"{snapshot_offset:020d}{_SNAPSHOT_SUFFIX}"
-                else:
-                    fname = base + suffix
-                size = max(0, ix.size - _encryption_overhead(seg.manifest, ix.size))
-                self._add(directory, fname, _VFile("slice", size, seg, name))
+                fname = _file_name(base, suffix, snapshot_offset)
+                if ix is not None and fname is not None:
+                    size = max(0, ix.size - _encryption_overhead(seg.manifest, ix.size))
+                    self._add(directory, fname, _VFile("slice", size, seg, name))
         else:
             for suffix in _LOCAL_FILES:
                 info = objs.files.get(suffix)
-                if info is None:
-                    continue
-                if suffix == _SNAPSHOT_SUFFIX:
-                    if snapshot_offset is None:
-                        continue
-                    fname = f"{snapshot_offset:020d}{_SNAPSHOT_SUFFIX}"
-                else:
-                    fname = base + suffix
-                self._add(directory, fname, _VFile("object", info.size, seg, info.path))
+                fname = _file_name(base, suffix, snapshot_offset)
+                if info is not None and fname is not None:
+                    self._add(directory, fname, _VFile("object", info.size, seg, info.path))
 
     def _add_partition_files(self, part: _Partition) -> None:
         d = self._add_dir("", part.dir_name)
@@ -457,6 +445,14 @@ class TieredStorage(ReadOnlyStorage):
         if not part:
             return b""
         return self.transform(seg).detransform_index(part, name=name, path=uri)
+
+
+def _file_name(base: str, suffix: str, snapshot_offset: int | None) -> str | None:
+    """A segment file's name in the virtual directory: the producer snapshot is named by
+    the offset it was taken at (none in a directory of one upload alone)."""
+    if suffix != _SNAPSHOT_SUFFIX:
+        return base + suffix
+    return None if snapshot_offset is None else f"{snapshot_offset:020d}{_SNAPSHOT_SUFFIX}"
 
 
 def _encryption_overhead(manifest, transformed_size: int) -> int:

@@ -10,12 +10,13 @@ import json
 import shutil
 
 import pytest
-from _cli_copies import (
+from _copies import (
     LOCAL_TOPIC_ID,
     SEGMENTS,
     TIERED,
     TOPIC_ID,
     VECTOR_SOURCES,
+    damaged_zstd_copy,
     local_copy,
     local_upload,
     needs_vectors,
@@ -185,15 +186,7 @@ def test_verify_passes_a_local_tiered_copy(tmp_path, capsys):
 
 @needs_vectors
 def test_verify_names_the_object_and_chunk_of_a_damaged_chunk(tmp_path, capsys):
-    copy_dir = tmp_path / "copy"
-    shutil.copytree(TIERED / "aiven-zstd", copy_dir)
-    log_obj = next(copy_dir.rglob("*.log"))
-    with open_tiered(str(copy_dir)) as copy:
-        chunk = copy.resolution(ORDERS0).segments[0].manifest.chunk_index.chunk(3)
-    data = bytearray(log_obj.read_bytes())
-    for i in range(chunk.transformed_position + 4, chunk.transformed_position + 12):
-        data[i] ^= 0x5A
-    log_obj.write_bytes(bytes(data))
+    copy_dir, log_obj, chunk = damaged_zstd_copy(tmp_path)
     code, out, err = run(capsys, "verify", copy_dir, "--tiered")
     assert code == EXIT_PROBLEM, err
     [problem, summary] = out.splitlines()

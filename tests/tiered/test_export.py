@@ -7,7 +7,7 @@ a non-empty destination, of gaps and of overlaps, and what ``--allow-gaps`` /
 from __future__ import annotations
 
 import pytest
-from _cli_copies import (
+from _copies import (
     LOCAL_TOPIC_ID,
     SEGMENTS,
     TIERED,

@@ -4,13 +4,21 @@ uploads and gaps, damaged chunks, and the S3 emulator."""
 
 from __future__ import annotations
 
-import os
 import shutil
-from pathlib import Path
 
 import pytest
-from _logtools import open_log
-from _vectors import VECTORS
+from _copies import (
+    LOCAL_TOPIC_ID,
+    TIERED,
+    TOPIC_ID,
+    damaged_zstd_copy,
+    local_upload,
+    needs_vectors,
+    rows,
+    segment_bases,
+    source_log,
+    write_partition,
+)
 
 from kafkastore.errors import CorruptChunkError, TieredStorageError
 from kafkastore.log_view import ReadOnlyLog
@@ -26,20 +34,8 @@ from kafkastore.tiered.resolve import (
 )
 from kafkastore.topic import TopicPartition
 
-TIERED = VECTORS / "tiered" if VECTORS is not None else None
-needs_vectors = pytest.mark.skipif(TIERED is None or not TIERED.is_dir(),
-                                   reason="the tiered-storage vectors are absent")
 ORDERS0 = TopicPartition("orders", 0)
 ORDERS1 = TopicPartition("orders", 1)
-TOPIC_ID = "8lzmN6RjQ3mA0ZzZ9u6Zbw"
-
-
-def rows(records):
-    return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in records]
-
-
-def source_log(name: str) -> ReadOnlyLog:
-    return ReadOnlyLog.open(str(VECTORS / "segments" / name))
 
 
 # -- the vectors: Aiven copies made by an independent encoder ------------------------------
@@ -63,13 +59,13 @@ def test_vector_copies_read_as_their_source_segments(copy_name, tp, source):
         seg = log.segments[0]
         with copy.tiered_storage.open(seg.path) as reader:
             data = reader.read(0, reader.size)
-        src = next((VECTORS / "segments" / source).glob("*.log")).read_bytes()
+        src = next((TIERED.parent / "segments" / source).glob("*.log")).read_bytes()
         assert data == src
         # and the index files are the source's
         for suffix in (".index", ".timeindex"):
             name = seg.path[:-len(".log")] + suffix
             assert copy.tiered_storage.read_file(name) == \
-                next((VECTORS / "segments" / source).glob("*" + suffix)).read_bytes()
+                next((TIERED.parent / "segments" / source).glob("*" + suffix)).read_bytes()
 
 
 @needs_vectors
@@ -110,15 +106,7 @@ def test_zstd_copy_fetches_only_the_chunks_a_query_needs():
 
 @needs_vectors
 def test_a_damaged_zstd_chunk_is_a_typed_error_naming_segment_and_chunk(tmp_path):
-    copy_dir = tmp_path / "copy"
-    shutil.copytree(TIERED / "aiven-zstd", copy_dir)
-    log_obj = next(copy_dir.rglob("*.log"))
-    with open_tiered(str(copy_dir)) as copy:
-        chunk = copy.resolution(ORDERS0).segments[0].manifest.chunk_index.chunk(3)
-    data = bytearray(log_obj.read_bytes())
-    for i in range(chunk.transformed_position + 4, chunk.transformed_position + 12):
-        data[i] ^= 0x5A
-    log_obj.write_bytes(bytes(data))
+    copy_dir, log_obj, _chunk = damaged_zstd_copy(tmp_path)
     with open_tiered(str(copy_dir)) as copy:
         log = copy.log(ORDERS0)
         with pytest.raises(CorruptChunkError) as info:
@@ -158,55 +146,9 @@ def test_the_copy_reads_from_the_s3_emulator(s3_server):
 
 # -- LocalTieredStorage copies ---------------------------------------------------------------
 
-def write_log(path: Path, n: int, *, per_batch: int = 10, segment_bytes: int = 1500,
-              base_ts: int = 1_700_000_000_000) -> Path:
-    log = open_log(path, segment_bytes=segment_bytes)
-    try:
-        for i in range(0, n, per_batch):
-            log.append([(f"k{j % 7}".encode(), f"v{j}".encode(), base_ts + j)
-                        for j in range(i, min(n, i + per_batch))], partition_leader_epoch=0)
-        log.roll()
-        log.flush()
-    finally:
-        log.close()
-    return path
-
-
-def local_tiered_upload(src: Path, dest: Path, bases=None, *, segment_id: str | None = None,
-                        topic_id: str = TOPIC_ID, skip=()) -> list[int]:
-    """LocalTieredStorage's layout by hand (plain copies of the partition's files)."""
-    from kafkastore.tiered.object_keys import new_segment_id
-
-    tp_dir = dest / f"orders-0-{topic_id}"
-    tp_dir.mkdir(parents=True, exist_ok=True)
-    logs = sorted(src.glob("*.log"))
-    done = []
-    for i, log in enumerate(logs):
-        base = int(log.stem)
-        if bases is not None and base not in bases:
-            continue
-        nxt = int(logs[i + 1].stem) if i + 1 < len(logs) else None
-        if nxt is None or os.path.getsize(log) == 0:
-            continue
-        sid = segment_id or new_segment_id()
-        stem = f"{base:020d}-{sid}"
-        for suffix in (".log", ".index", ".timeindex"):
-            if suffix not in skip:
-                shutil.copyfile(src / f"{base:020d}{suffix}", tp_dir / (stem + suffix))
-        if ".snapshot" not in skip:
-            snap = src / f"{nxt:020d}.snapshot"
-            (tp_dir / (stem + ".snapshot")).write_bytes(snap.read_bytes() if snap.exists()
-                                                        else b"")
-        if ".leader_epoch_checkpoint" not in skip:
-            (tp_dir / (stem + ".leader_epoch_checkpoint")).write_bytes(
-                (src / "leader-epoch-checkpoint").read_bytes())
-        done.append(base)
-    return done
-
-
 def test_local_tiered_copy_reads_as_the_partition(tmp_path):
-    src = write_log(tmp_path / "orders-0", 400)
-    uploaded = local_tiered_upload(src, tmp_path / "remote")
+    src = write_partition(tmp_path / "orders-0", 400)
+    uploaded = local_upload(src, tmp_path / "remote")
     assert len(uploaded) >= 3
     with open_tiered(str(tmp_path / "remote")) as copy:
         assert copy.layout == LOCAL
@@ -221,15 +163,15 @@ def test_local_tiered_copy_reads_as_the_partition(tmp_path):
         assert {"partition.metadata", "leader-epoch-checkpoint"} <= names
         # Kafka's exact bytes (PartitionMetadata.encode: no newline at the end)
         assert copy.tiered_storage.read_file("orders-0/partition.metadata") == \
-            f"version: 0\ntopic_id: {TOPIC_ID}".encode()
+            f"version: 0\ntopic_id: {LOCAL_TOPIC_ID}".encode()
 
 
 def test_retried_and_unfinished_uploads_are_resolved(tmp_path):
-    src = write_log(tmp_path / "orders-0", 300)
+    src = write_partition(tmp_path / "orders-0", 300)
     remote = tmp_path / "remote"
-    first = local_tiered_upload(src, remote)
-    again = local_tiered_upload(src, remote, bases=first[1:2])          # a retried upload
-    local_tiered_upload(src, remote, bases=first[2:3], skip=(".snapshot",))  # unfinished
+    first = local_upload(src, remote)
+    again = local_upload(src, remote, bases=first[1:2])          # a retried upload
+    local_upload(src, remote, bases=first[2:3], skip=(".snapshot",))  # unfinished
     with open_tiered(str(remote)) as copy:
         res = copy.resolution(ORDERS0)
         reasons = sorted(r for _s, r, _d in res.dropped)
@@ -242,13 +184,12 @@ def test_retried_and_unfinished_uploads_are_resolved(tmp_path):
 
 
 def test_overlapping_uploads_are_cut_at_offsets_never_duplicated(tmp_path):
-    a = write_log(tmp_path / "a" / "orders-0", 300, segment_bytes=1200)
+    a = write_partition(tmp_path / "a" / "orders-0", 300, segment_bytes=1200)
     # the same records rolled at other offsets: segments that overlap a's
-    b = write_log(tmp_path / "b" / "orders-0", 300, segment_bytes=1800)
+    b = write_partition(tmp_path / "b" / "orders-0", 300, segment_bytes=1800)
     remote = tmp_path / "remote"
-    a_bases = local_tiered_upload(a, remote)
-    b_bases = local_tiered_upload(b, remote, bases=[int(p.stem) for p in
-                                                    sorted(b.glob("*.log"))][1:2])
+    a_bases = local_upload(a, remote)
+    b_bases = local_upload(b, remote, bases=segment_bases(b)[1:2])
     with open_tiered(str(remote)) as copy:
         res = copy.resolution(ORDERS0)
         assert res.overlaps, (a_bases, b_bases)
@@ -260,10 +201,10 @@ def test_overlapping_uploads_are_cut_at_offsets_never_duplicated(tmp_path):
 
 
 def test_a_gap_is_reported(tmp_path):
-    src = write_log(tmp_path / "orders-0", 300)
-    bases = [int(p.stem) for p in sorted(src.glob("*.log"))]
+    src = write_partition(tmp_path / "orders-0", 300)
+    bases = segment_bases(src)
     remote = tmp_path / "remote"
-    local_tiered_upload(src, remote, bases=[bases[0], bases[2]])
+    local_upload(src, remote, bases=[bases[0], bases[2]])
     with open_tiered(str(remote)) as copy:
         res = copy.resolution(ORDERS0)
         assert res.gaps == [(bases[1], bases[2])]
@@ -354,7 +295,7 @@ def test_small_chunks_are_fetched_once_per_query(tmp_path, monkeypatch):
     from kafkastore.tiered.chunk_reader import ChunkedReader
     from kafkastore.tiered.upload import UploadOptions, upload_partition
 
-    src = write_log(tmp_path / "orders-0", 600, segment_bytes=20_000)
+    src = write_partition(tmp_path / "orders-0", 600, segment_bytes=20_000)
     upload_partition(str(src), str(tmp_path / "copy"),
                      options=UploadOptions(chunk_size=512, compression=True),
                      topic_id=TOPIC_ID)
@@ -385,7 +326,8 @@ def test_reads_fetch_little_beyond_the_chunks_of_the_batches_they_return(tmp_pat
     random offsets, at most 5% more than the batches' chunks (the issue's bar)."""
     from kafkastore.tiered.upload import UploadOptions, upload_partition
 
-    src = write_log(tmp_path / "orders-0", 20_000, per_batch=25, segment_bytes=2_000_000)
+    src = write_partition(tmp_path / "orders-0", 20_000, per_batch=25,
+                          segment_bytes=2_000_000, index_interval_bytes=4096)
     upload_partition(str(src), str(tmp_path / "copy"),
                      options=UploadOptions(chunk_size=64 << 10, compression=True),
                      topic_id=TOPIC_ID)

@@ -1,6 +1,6 @@
-"""Small tiered copies for the CLI and export tests: a partition written with kafkastore
-and uploaded in Kafka's LocalTieredStorage layout by hand (plain copies of its files, as
-that RSM stores them), and the Aiven vectors."""
+"""Small tiered copies for the tiered tests: a partition written with kafkastore and
+uploaded in Kafka's LocalTieredStorage layout by hand (plain copies of its files, as that
+RSM stores them), the Aiven vectors, and a vector copy with a damaged chunk."""
 
 from __future__ import annotations
 
@@ -38,10 +38,11 @@ def rows(records):
 
 
 def write_partition(path: Path, n: int = 120, *, per_batch: int = 6,
-                    segment_bytes: int = 1200) -> Path:
+                    segment_bytes: int = 1200, index_interval_bytes: int = 150) -> Path:
     """``orders-0`` with ``n`` keyed records in small segments, leader epoch 0 then 1,
     every segment rolled (so each has its producer snapshot at the next base)."""
-    log = open_log(path, segment_bytes=segment_bytes, index_interval_bytes=150)
+    log = open_log(path, segment_bytes=segment_bytes,
+                   index_interval_bytes=index_interval_bytes)
     try:
         for i in range(0, n, per_batch):
             epoch = 0 if i < n // 2 else 1
@@ -116,3 +117,22 @@ def source_log(name: str) -> ReadOnlyLog:
 def files_of(directory: Path) -> dict[str, bytes]:
     return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))
             if (directory / name).is_file()}
+
+
+def damaged_zstd_copy(tmp_path: Path, chunk_id: int = 3):
+    """The aiven-zstd vector copied to ``tmp_path`` with bytes of chunk ``chunk_id``
+    flipped: ``(copy directory, the .log object, the chunk)``."""
+    from kafkastore.tiered import open_tiered
+    from kafkastore.topic import TopicPartition
+
+    copy_dir = tmp_path / "copy"
+    shutil.copytree(TIERED / "aiven-zstd", copy_dir)
+    log_obj = next(copy_dir.rglob("*.log"))
+    with open_tiered(str(copy_dir)) as copy:
+        index = copy.resolution(TopicPartition("orders", 0)).segments[0].manifest.chunk_index
+        chunk = index.chunk(chunk_id)
+    data = bytearray(log_obj.read_bytes())
+    for i in range(chunk.transformed_position + 4, chunk.transformed_position + 12):
+        data[i] ^= 0x5A
+    log_obj.write_bytes(bytes(data))
+    return copy_dir, log_obj, chunk
