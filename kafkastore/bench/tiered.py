@@ -541,6 +541,9 @@ class _RecordingReader(RangeReader):
         self._inner = inner
         self._log = log
 
+    def chunk_bounds(self, position: int) -> tuple[int, int] | None:
+        return self._inner.chunk_bounds(position)
+
     def read(self, position: int, size: int) -> bytes:
         data = self._inner.read(position, size)
         if self._log is not None:
