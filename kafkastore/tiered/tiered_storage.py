@@ -136,7 +136,8 @@ class TieredStorage(ReadOnlyStorage):
         state = self.__dict__.copy()
         state["_lock"] = None
         state["_indexes"] = {}
-        state["_transforms"] = {}
+        if state["key_ring"] is not None:
+            state["_transforms"] = {}   # made again from the ring
         state["chunk_cache"] = None
         return state
 
@@ -161,8 +162,10 @@ class TieredStorage(ReadOnlyStorage):
     def for_files(self, tp: TopicPartition, paths: list[str]) -> TieredStorage:
         """A copy of this storage that serves only the virtual files ``paths`` of the
         resolved partition ``tp`` (what one Spark task reads): it lists, resolves and
-        fetches nothing to open them, and pickles small (only those segments' manifests
-        and the key ring)."""
+        fetches nothing to open them, and pickles small (only those segments'
+        manifests). It holds no key ring: the data keys of those segments are unwrapped
+        here and travel instead, so a task's payload never carries an RSA private key,
+        only the keys of the segments it reads (a missing key is raised here)."""
         part = self.partition(tp)
         with self._lock:
             files = {p: self._files[p] for p in paths}
@@ -174,7 +177,10 @@ class TieredStorage(ReadOnlyStorage):
         stub = _Partition(tp, part.topic_id, [seg.objects for seg in segments])
         stub.segments = segments
         out = TieredStorage(self.storage, self.root, self.layout, {tp: stub},
-                            key_ring=self.key_ring, strict=self.strict)
+                            key_ring=None, strict=self.strict)
+        for seg in segments:
+            if seg.manifest is not None and seg.manifest.encryption is not None:
+                out._transforms[seg.segment_id] = self.transform(seg)
         out._files = files
         out._dirs = dirs
         out._built = {tp}

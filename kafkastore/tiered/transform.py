@@ -75,6 +75,16 @@ class ChunkTransform:
         self._aead = None if data_key is None else AESGCM(self.data_key)
         self.identity = not self.compression and data_key is None
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_aead"] = None      # a cipher context does not pickle: made again
+        return state
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        if self.data_key is not None:
+            self._aead = AESGCM(self.data_key)
+
     @property
     def encrypted(self) -> bool:
         return self._aead is not None

@@ -110,3 +110,25 @@ def test_the_wrong_key_under_the_right_id_is_a_typed_error(source, tmp_path, rin
         with tiered_storage.open_tiered(str(tmp_path / "copy"), key_ring=impostor) as copy:
             list(copy.log(TP).records())
     assert info.value.path
+
+
+def test_a_task_storage_carries_data_keys_never_the_private_key(source, tmp_path):
+    """What a Spark task is shipped (TieredStorage.for_files) reads the encrypted
+    segments it names with their data keys alone: no RSA private key in its bytes."""
+    import pickle
+
+    ring, pem = KeyRing.generate("task-key")
+    options = UploadOptions(chunk_size=500, compression=True, key_ring=ring)
+    upload_partition(str(source), str(tmp_path / "copy"), options=options)
+    with tiered_storage.open_tiered(str(tmp_path / "copy"), key_ring=ring) as copy:
+        log = copy.log(TP)
+        seg = log.segments[1]
+        shipped = pickle.dumps(copy.tiered_storage.for_files(TP, [seg.path]))
+        assert b"PRIVATE KEY" not in shipped and pem not in shipped
+        assert pickle.loads(pickle.dumps(ring)) is not None   # the ring itself does pickle
+        task = pickle.loads(shipped)
+        assert task.key_ring is None
+        with task.open(seg.path) as reader:
+            got = reader.read(0, reader.size)
+        with copy.tiered_storage.open(seg.path) as reader:
+            assert got == reader.read(0, reader.size)
