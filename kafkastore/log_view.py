@@ -247,20 +247,25 @@ class ReadOnlyLog:
 
     def read_start(self, seg: SegmentRef, offset: int) -> int:
         """Where a read of ``offset`` starts: :meth:`floor_position`'s batch (the last
-        one the offset index maps at or below ``offset``), except on a file read in
-        chunks (a tiered copy's transformed segment) when the next index entry lies in a
-        later chunk and its batch holds ``offset``: then that batch, so the floor's chunk
-        is not fetched for one batch header. Costs one header read there, in the chunk
-        the read needs anyway."""
+        one the offset index maps at or below ``offset``), or the next entry's batch
+        where :meth:`_past_floor` finds it holds ``offset`` in a later chunk."""
         index = self.offset_index(seg)
         if index.entries == 0 or index.entry(0).offset > offset:
             return 0
         found, position, nxt = index.lookup_with_next(offset)
-        if found == offset or nxt <= position:
+        return position if found == offset else self._past_floor(seg, offset, position, nxt)
+
+    def _past_floor(self, seg: SegmentRef, offset: int, position: int, nxt: int) -> int:
+        """``nxt`` (the index entry after the floor ``position``) when the segment is
+        read in chunks (a tiered copy's transformed segment), ``nxt`` lies in a later
+        chunk than ``position`` and its batch holds ``offset``, so the floor's chunk is
+        not fetched for one batch header; else ``position``. Costs one header read at
+        ``nxt``, in the chunk the read needs anyway."""
+        if nxt <= position or nxt >= seg.size:
             return position
         records = self.segment_records(seg)
         bounds = records.chunk_bounds(position)
-        if bounds is None or nxt < bounds[1] or nxt >= seg.size:
+        if bounds is None or nxt < bounds[1]:
             return position
         try:
             header = read_batch_header(records.read(nxt, RECORD_BATCH_OVERHEAD))
@@ -454,9 +459,8 @@ class ReadOnlyLog:
         index_offset, index_position, next_position = index.lookup_with_next(offset)
         at_start = index_offset == offset
         if not at_start:
-            start = self.read_start(seg, offset)
-            at_start = start == next_position
-            index_position = start
+            index_position = self._past_floor(seg, offset, index_position, next_position)
+            at_start = index_position == next_position
         try:
             header, data = records.search_with_data(
                 offset, index_position, max_bytes, next_position=next_position,

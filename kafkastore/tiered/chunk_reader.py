@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from kafkastore.errors import CorruptChunkError, StorageError
+from kafkastore.errors import CorruptChunkError
 from kafkastore.storage import RangeReader, ReadOnlyStorage
 
 __all__ = ["ChunkedReader", "ChunkCache", "CACHE_BYTES"]
@@ -146,10 +146,7 @@ class ChunkedReader(RangeReader):
         first, last = run[0], run[-1]
         start = first.transformed_position
         end = last.transformed_position + last.transformed_size
-        try:
-            blob = self._inner.read(start, end - start)
-        except StorageError:
-            raise
+        blob = self._inner.read(start, end - start)
         if len(blob) != end - start:
             raise CorruptChunkError(
                 f"chunk {first.id}: the object ends at {start + len(blob)}, before the "

@@ -60,6 +60,7 @@ from kafkastore.segment import (
 )
 from kafkastore.storage import FileInfo, RangeReader, ReadOnlyStorage, open_storage
 from kafkastore.tiered.chunk_reader import ChunkCache, ChunkedReader
+from kafkastore.tiered.crypto import IV_SIZE, TAG_SIZE
 from kafkastore.tiered.listing import AIVEN, LOCAL, SegmentObjects, list_copy
 from kafkastore.tiered.manifest import parse_manifest
 from kafkastore.tiered.resolve import RemoteSegment, ResolvedPartition, resolve
@@ -212,7 +213,7 @@ class TieredStorage(ReadOnlyStorage):
                             seg.leader_epoch = max(epochs)
                     else:
                         seg.size = objs.files[LOG_FILE_SUFFIX].size
-                except (CorruptManifestError, TieredStorageError) as exc:
+                except TieredStorageError as exc:   # a manifest that does not parse, too
                     if self.strict:
                         raise
                     part.errors.append((objs, exc))
@@ -465,7 +466,6 @@ def _encryption_overhead(manifest, transformed_size: int) -> int:
     """Bytes an encrypted index carries beyond its plain content (IV and GCM tag)."""
     if manifest.encryption is None or transformed_size == 0:
         return 0
-    from kafkastore.tiered.crypto import IV_SIZE, TAG_SIZE
     return IV_SIZE + TAG_SIZE
 
 
