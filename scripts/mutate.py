@@ -1,0 +1,196 @@
+"""Mutation testing, one module at a time, against that module's tests (``make mutate``).
+
+    python scripts/mutate.py                     # every module in MODULES, one after another
+    python scripts/mutate.py retention txn_index # some of them
+    python scripts/mutate.py --list              # the module -> files and tests map
+
+Each module runs mutmut in its own work directory, ``build/mutate/<module>/``: a
+``pyproject.toml`` made there (the project's pytest settings and a ``[tool.mutmut]``
+naming the module's source files and test files) and links to ``kafkastore/`` and
+``tests/``. mutmut copies both into ``mutants/`` there, mutates only the module's files and
+runs, for each mutant, the tests that call the mutated function, stopping at the first
+failure. The pure backend only (``KAFKASTORE_NO_EXTENSIONS=1``): the Cython kernels are
+not mutated, and their pure twins are what the Python code calls. Hypothesis runs the
+``mutate`` profile (derandomized, fewer examples), so a mutant's verdict is repeatable.
+
+A survivor is either killed by a new test or recorded as equivalent, with the reason, in
+``docs/mutation.rst`` and in :data:`EQUIVALENT` below. The run prints the counts per module
+and writes each module's survivors with their diffs to ``build/mutate/<module>/survivors.txt``;
+it exits 1 when a survivor is not in :data:`EQUIVALENT`. mutmut names a mutant by its
+function and a number, so editing a function renumbers its mutants: re-check the
+equivalents of a changed function (the diff of each is in ``survivors.txt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "build" / "mutate"
+
+
+@dataclass(frozen=True)
+class Target:
+    files: tuple[str, ...]
+    tests: tuple[str, ...]
+    #: mutmut mutant-name globs restricting the run to some functions (all when empty)
+    functions: tuple[str, ...] = field(default=())
+
+
+#: module -> its source files and every test file that exercises it (fast ones: the
+#: power-loss and kill-loop sweeps, the CLI and the tiered tests reach these modules only
+#: through the tests listed here).
+MODULES: dict[str, Target] = {
+    "retention": Target(
+        ("kafkastore/retention.py",),
+        ("tests/test_retention.py", "tests/test_time_boundaries.py",
+         "tests/test_unified_log_txn.py", "tests/test_mutation_kills.py")),
+    "txn_index": Target(
+        ("kafkastore/txn_index.py",),
+        ("tests/test_txn_index.py", "tests/test_transactions.py",
+         "tests/test_unified_log_txn.py", "tests/test_dump_txn_snapshot.py",
+         "tests/test_log_view.py", "tests/test_spark_plan.py",
+         "tests/test_mutation_kills.py")),
+    "validator": Target(
+        ("kafkastore/validator.py",),
+        ("tests/test_validator.py", "tests/test_time_boundaries.py",
+         "tests/test_write_refusals.py", "tests/test_mutation_kills.py")),
+    "producer_state": Target(
+        ("kafkastore/producer_state.py",),
+        ("tests/test_producer_state.py", "tests/test_unified_log_txn.py",
+         "tests/test_transactions.py", "tests/test_time_boundaries.py",
+         "tests/test_mutation_kills.py")),
+    "cleaner": Target(
+        ("kafkastore/cleaner_round.py", "kafkastore/cleaner.py"),
+        ("tests/test_cleaner.py", "tests/test_time_boundaries.py",
+         "tests/test_transactions.py", "tests/test_mutation_kills.py")),
+    "log_append": Target(
+        ("kafkastore/log_append.py", "kafkastore/log.py"),
+        ("tests/test_log.py", "tests/test_validator.py", "tests/test_transactions.py",
+         "tests/test_unified_log_txn.py", "tests/test_write_refusals.py",
+         "tests/test_time_boundaries.py", "tests/test_mutation_kills.py"),
+        # log.py beyond its append path (open, read, roll, truncation, deletion) is
+        # exercised by other suites; only the append functions are mutated
+        ("kafkastore.log_append.*", "kafkastore.log.xǁLogǁappend*",
+         "kafkastore.log.xǁLogǁ_append*", "kafkastore.log.xǁLogǁ_analyze*",
+         "kafkastore.log.xǁLogǁ_validate*", "kafkastore.log.xǁLogǁ_maybe_roll*")),
+}
+
+#: mutant name -> why no test can tell it from the original (docs/mutation.rst has the
+#: diffs). Only the equivalent: a survivor a test could kill gets the test instead.
+EQUIVALENT: dict[str, str] = {}
+
+
+def _pytest_section() -> str:
+    """The project's ``[tool.pytest.ini_options]``, verbatim."""
+    text = (ROOT / "pyproject.toml").read_text()
+    m = re.search(r"^\[tool\.pytest\.ini_options\]\n(?:(?!^\[).*\n)*", text, re.M)
+    if m is None:
+        raise SystemExit("pyproject.toml has no [tool.pytest.ini_options]")
+    return m.group(0)
+
+
+def _toml_list(items) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def _prepare(name: str, target: Target) -> Path:
+    work = WORK / name
+    if work.exists():
+        shutil.rmtree(work)   # a fresh run: no verdict cached from other code
+    work.mkdir(parents=True)
+    for link in ("kafkastore", "tests"):
+        (work / link).symlink_to(ROOT / link)
+    (work / "pyproject.toml").write_text(
+        _pytest_section() + "\n[tool.mutmut]\n"
+        'source_paths = ["kafkastore"]\n'
+        f"only_mutate = {_toml_list(target.files)}\n"
+        f"pytest_add_cli_args_test_selection = {_toml_list(target.tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
+        "use_git_change_detection = false\n"
+        "track_dependencies = false\n")
+    return work
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)   # mutants/ must be the kafkastore the tests import
+    env.update(KAFKASTORE_NO_EXTENSIONS="1", KAFKASTORE_EXPECT_BACKEND="python",
+               HYPOTHESIS_PROFILE="mutate")
+    return env
+
+
+def _mutmut(work: Path, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "mutmut", *args]
+    return subprocess.run(cmd, cwd=work, env=_env(), text=True,
+                          capture_output=capture, check=False)
+
+
+def run_module(name: str, max_children: int) -> dict[str, int]:
+    target = MODULES[name]
+    work = _prepare(name, target)
+    print(f"== {name}: {', '.join(target.files)} against {len(target.tests)} test files",
+          flush=True)
+    _mutmut(work, "run", "--max-children", str(max_children), *target.functions)
+    listing = _mutmut(work, "results", "--all", "true", capture=True).stdout
+    statuses: dict[str, str] = {}
+    for line in listing.splitlines():
+        m = re.match(r"\s+(\S+): (.+)$", line)
+        if m:
+            statuses[m.group(1)] = m.group(2).strip()
+    if target.functions:   # mutmut lists every mutant of the file; count the selection
+        import fnmatch
+        statuses = {k: v for k, v in statuses.items()
+                    if any(fnmatch.fnmatch(k, g) for g in target.functions)}
+    survivors = sorted(k for k, v in statuses.items() if v == "survived")
+    with open(work / "survivors.txt", "w") as out:
+        for mutant in survivors:
+            reason = EQUIVALENT.get(mutant)
+            out.write(f"# equivalent: {reason}\n" if reason else "# NOT EXPLAINED\n")
+            out.write(_mutmut(work, "show", mutant, capture=True).stdout + "\n")
+    counts = {"mutants": len(statuses),
+              "killed": sum(v == "killed" for v in statuses.values()),
+              "equivalent": sum(m in EQUIVALENT for m in survivors),
+              "survived": sum(m not in EQUIVALENT for m in survivors)}
+    counts["other"] = counts["mutants"] - counts["killed"] - len(survivors)
+    others = sorted({v for v in statuses.values() if v not in ("killed", "survived")})
+    print(f"== {name}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+          + (f" (other: {', '.join(others)})" if others else "")
+          + f"; survivors in {work / 'survivors.txt'}", flush=True)
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"some of: {', '.join(MODULES)}")
+    parser.add_argument("--max-children", type=int, default=1,
+                        help="mutants run at once (default 1: the machine is shared)")
+    parser.add_argument("--list", action="store_true", help="print the map and stop")
+    args = parser.parse_args(argv)
+    names = args.modules or list(MODULES)
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    if args.list:
+        for n in names:
+            t = MODULES[n]
+            print(f"{n}: {' '.join(t.files)}\n    tests: {' '.join(t.tests)}"
+                  + (f"\n    functions: {' '.join(t.functions)}" if t.functions else ""))
+        return 0
+    table = {n: run_module(n, args.max_children) for n in names}
+    print("\nmodule          mutants  killed  equivalent  survived  other")
+    for n, c in table.items():
+        print(f"{n:<15} {c['mutants']:>7} {c['killed']:>7} {c['equivalent']:>11} "
+              f"{c['survived']:>9} {c['other']:>6}")
+    return 1 if any(c["survived"] for c in table.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
