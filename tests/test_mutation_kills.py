@@ -4,18 +4,31 @@ docs/mutation.rst): each one pins a behaviour of Kafka's that no other test chec
 
 from __future__ import annotations
 
+import os
 import time
 
+import numpy as np
 import pytest
-from _logtools import T0, Clock, open_log
+from _logtools import T0, Clock, installed, open_log
 
+from kafkastore import _fileio
+from kafkastore.batch_header import CONTROL_MASK, TRANSACTIONAL_MASK
+from kafkastore.errors import CorruptIndexError
 from kafkastore.log import Log
-from kafkastore.records import encode_batch
+from kafkastore.records import assemble_batch_v2, encode_batch, iter_batches, scan_batches
 from kafkastore.retention import (
     delete_log_start_offset_breached_segments,
     delete_old_segments,
     delete_retention_ms_breached_segments,
     delete_retention_size_breached_segments,
+)
+from kafkastore.txn_index import (
+    ABORTED_TXN_SIZE,
+    AbortedTransactionFilter,
+    AbortedTxn,
+    TransactionIndex,
+    TxnIndexSearchResult,
+    collect_aborted_txns,
 )
 
 
@@ -142,3 +155,174 @@ def test_delete_old_segments_uses_the_time_it_is_given(tmp_path):
     assert delete_old_segments(log, now_ms=T0 + 5000) == 1
     assert _bases(log) == [1]
     log.close()
+
+
+# -- txn_index ---------------------------------------------------------------------------------
+
+
+class _SyncRecorder(_fileio.FileSystem):
+    """The real file system, remembering which paths were fsynced."""
+
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+        self._paths: dict[int, str] = {}
+
+    def open(self, path, flags, mode=0o644):
+        fd = super().open(path, flags, mode)
+        self._paths[fd] = path
+        return fd
+
+    def fsync(self, fd):
+        self.synced.append(self._paths.get(fd))
+        super().fsync(fd)
+
+
+def _txn_index(tmp_path, *entries) -> TransactionIndex:
+    idx = TransactionIndex(0, str(tmp_path / "00000000000000000000.txnindex"))
+    for e in entries:
+        idx.append(e)
+    return idx
+
+
+def test_txn_index_truncation_is_flushed(tmp_path):
+    """A truncated index is dirty: the next flush fsyncs it (Kafka: TransactionIndex.flush
+    after truncateTo, as the log's flush does)."""
+    idx = _txn_index(tmp_path, AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 6, 9, 10))
+    idx.flush()
+    with installed(_SyncRecorder()) as fs:
+        idx.truncate_to(9)
+        idx.flush()
+    assert fs.synced == [idx.path]
+    assert [t.last_offset for t in idx.all_aborted_txns()] == [5]
+
+
+def test_txn_index_truncation_does_not_follow_a_symlink(tmp_path):
+    """Every index write opens with O_NOFOLLOW: a ``.txnindex`` that is a symlink is
+    refused, and the file it points to is left alone."""
+    if not hasattr(os, "O_NOFOLLOW"):
+        pytest.skip("no O_NOFOLLOW on this platform")
+    target = tmp_path / "elsewhere"
+    target.write_bytes(AbortedTxn(1, 0, 5, 6).to_bytes() * 2)
+    idx = TransactionIndex(0, str(tmp_path / "00000000000000000000.txnindex"))
+    os.symlink(target, idx.path)
+    with pytest.raises(OSError):
+        idx.truncate_to(0)
+    assert target.stat().st_size == 2 * ABORTED_TXN_SIZE
+
+
+def test_txn_index_errors_name_the_file(tmp_path):
+    """CorruptIndexError from a sanity check or a truncation names the index file."""
+    idx = _txn_index(tmp_path, AbortedTxn(1, 0, 5, 6))
+    late = TransactionIndex(10, idx.path)
+    with pytest.raises(CorruptIndexError) as exc:
+        late.sanity_check()
+    assert exc.value.path == idx.path
+    with open(idx.path, "r+b") as f:
+        f.write(b"\x01")            # version 1: not one Kafka writes
+    with pytest.raises(CorruptIndexError) as exc:
+        idx.truncate_to(0)
+    assert exc.value.path == idx.path
+
+
+def test_filter_keeps_legacy_batches():
+    """Magic 0/1 entries carry no producer: a read_committed consumer keeps them."""
+    data = encode_batch([(b"k", b"v", T0)], magic=1, timestamp=T0)
+    batch = next(iter_batches(data))
+    assert AbortedTransactionFilter([(1, 0)]).keep(batch)
+
+
+def test_filter_passes_an_emptied_marker():
+    """The cleaner leaves an empty header of a marker it cleaned (Kafka keeps the last
+    batch of a producer); it is a control batch without a record: not an ABORT marker, so
+    the producer's aborted transaction stays aborted, and it is never returned."""
+    empty_marker = assemble_batch_v2(
+        b"", 0, base_offset=1, last_offset_delta=0,
+        attributes=TRANSACTIONAL_MASK | CONTROL_MASK, base_timestamp=-1, max_timestamp=T0,
+        producer_id=7, producer_epoch=0, base_sequence=-1)
+    data = encode_batch([(b"k", b"v", T0)], base_offset=2, timestamp=T0, producer_id=7,
+                        producer_epoch=0, base_sequence=0, is_transactional=True)
+    f = AbortedTransactionFilter([(7, 0)])
+    assert [f.keep(b) for b in iter_batches(empty_marker + data)] == [False, False]
+
+
+def _int64(a: np.ndarray) -> bool:
+    """Offsets stay 64-bit integers (either byte order): never float."""
+    return a.dtype.kind == "i" and a.dtype.itemsize == 8
+
+
+def test_aborted_ranges_producer_zero_multi_record_batches(tmp_path):
+    """Producer id 0 is a producer (Kafka: ``hasProducerId`` is ``producerId >= 0``), an
+    aborted batch's range ends at its last offset, and a transaction that begins at the
+    last data batch of the buffer counts; the same int64 ranges whether the filter gets
+    index entries, (producer, first, last) triples or the fetch response's pairs."""
+    log = open_log(tmp_path, Clock(T0))
+    log.append([(b"a", b"1", T0), (b"b", b"1", T0)], timestamp=T0, producer_id=0,
+               producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(0, 0, "ABORT")
+    log.append([(b"c", b"1", T0)], timestamp=T0)
+    log.append([(b"d", b"1", T0), (b"e", b"1", T0)], timestamp=T0, producer_id=5,
+               producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(5, 0, "ABORT")
+    entries = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in entries] == \
+        [(0, 0, 2), (5, 4, 6)]
+    data = log.read(0, 1 << 20).to_bytes()
+    log.close()
+    scan = scan_batches(data)
+    for aborted in (entries, [(t.producer_id, t.first_offset, t.last_offset) for t in entries],
+                    [(t.producer_id, t.first_offset) for t in entries]):
+        firsts, lasts = AbortedTransactionFilter(aborted).aborted_ranges(
+            data, scan.position, scan.size, scan.magic)
+        assert _int64(firsts) and _int64(lasts)
+        assert list(zip(firsts.tolist(), lasts.tolist())) == [(0, 1), (4, 5)]
+
+
+def test_aborted_ranges_of_nothing_are_int64(tmp_path):
+    """No aborted batch: empty int64 arrays (numpy's default for an empty list is float)."""
+    data = encode_batch([(b"k", b"v", T0)], timestamp=T0)
+    scan = scan_batches(data)
+    for aborted in ([AbortedTxn(3, 10, 12, 13)], [(3, 10)]):
+        firsts, lasts = AbortedTransactionFilter(aborted).aborted_ranges(
+            data, scan.position, scan.size, scan.magic)
+        assert _int64(firsts) and _int64(lasts) and firsts.size == 0
+
+
+def test_txn_index_append_is_flushed_and_refuses_a_symlink(tmp_path):
+    """An append makes the index dirty (the next flush fsyncs it), and opens with
+    O_NOFOLLOW like every index write."""
+    idx = _txn_index(tmp_path)
+    with installed(_SyncRecorder()) as fs:
+        idx.append(AbortedTxn(1, 0, 5, 6))
+        idx.flush()
+        idx.flush()     # clean again: nothing more
+    assert fs.synced == [idx.path]
+    if hasattr(os, "O_NOFOLLOW"):
+        target = tmp_path / "elsewhere"
+        target.write_bytes(b"")
+        linked = TransactionIndex(0, str(tmp_path / "00000000000000000007.txnindex"))
+        os.symlink(target, linked.path)
+        with pytest.raises(OSError):
+            linked.append(AbortedTxn(1, 0, 5, 6))
+        assert target.stat().st_size == 0
+
+
+def test_txn_index_corrupt_version_names_file_and_position(tmp_path):
+    """Kafka's AbortedTxn iterator throws on a version above 0; here the error says where:
+    the file, and the entry's byte position, also when an append finds it."""
+    idx = _txn_index(tmp_path, AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 6, 9, 10))
+    with open(idx.path, "r+b") as f:
+        f.seek(ABORTED_TXN_SIZE)
+        f.write(b"\x01")
+    fresh = TransactionIndex(0, idx.path)
+    with pytest.raises(CorruptIndexError) as exc:
+        fresh.append(AbortedTxn(3, 10, 12, 13))
+    assert (exc.value.path, exc.value.position) == (idx.path, ABORTED_TXN_SIZE)
+
+
+def test_collect_is_complete_at_the_upper_bound():
+    """Kafka's collectAbortedTxns stops when ``lastStableOffset >= upperBoundOffset``: an
+    entry whose last stable offset is exactly the bound ends the search."""
+    entries = [AbortedTxn(1, 0, 5, 8), AbortedTxn(2, 6, 9, 10)]
+    assert collect_aborted_txns(entries, 0, 8) == TxnIndexSearchResult([entries[0]], True)
+    assert collect_aborted_txns(entries, 0, 9) == TxnIndexSearchResult(entries, True)
+    assert collect_aborted_txns(entries, 0, 11) == TxnIndexSearchResult(entries, False)
