@@ -66,11 +66,35 @@ MODULES: dict[str, Target] = {
         ("kafkastore/producer_state.py",),
         ("tests/test_producer_state.py", "tests/test_unified_log_txn.py",
          "tests/test_transactions.py", "tests/test_time_boundaries.py",
-         "tests/test_mutation_kills.py")),
+         "tests/test_mutation_kills.py"),
+        # the sequence, epoch and transaction rules and expiry; the snapshot file's bytes
+        # (and its entry order, being changed for issue 27) are pinned by byte-exact
+        # vector tests instead
+        ("kafkastore.producer_state.x_decrement_sequence*",
+         "kafkastore.producer_state.xǁProducerStateEntryǁ*",
+         "kafkastore.producer_state.xǁProducerAppendInfoǁ*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁ_is_expired*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁremove_expired_producers*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁ_load_from_snapshot*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁupdate*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁlast_stable_offset*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁcomplete_txn*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁ_refresh_first_unstable*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁfirst_unstable_offset*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁfind_duplicate*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁduplicate_of*",
+         "kafkastore.producer_state.xǁProducerStateManagerǁanalyze*")),
     "cleaner": Target(
         ("kafkastore/cleaner_round.py", "kafkastore/cleaner.py"),
         ("tests/test_cleaner.py", "tests/test_time_boundaries.py",
-         "tests/test_transactions.py", "tests/test_mutation_kills.py")),
+         "tests/test_transactions.py", "tests/test_mutation_kills.py"),
+        # what a round keeps and drops (the batch retention, the delete horizon, the
+        # transaction tracking); the round's plumbing and the manager's scheduling are
+        # exercised by the reliability sweeps, too slow to run per mutant
+        ("kafkastore.cleaner_round.xǁCleanerǁ_filter_batch*",
+         "kafkastore.cleaner_round.xǁCleanerǁ_rebuild*",
+         "kafkastore.cleaner_round.xǁCleanerǁclean*",
+         "kafkastore.cleaner_round.xǁ_TxnTrackerǁ*")),
     "log_append": Target(
         ("kafkastore/log_append.py", "kafkastore/log.py"),
         ("tests/test_log.py", "tests/test_validator.py", "tests/test_transactions.py",
@@ -79,8 +103,9 @@ MODULES: dict[str, Target] = {
         # log.py beyond its append path (open, read, roll, truncation, deletion) is
         # exercised by other suites; only the append functions are mutated
         ("kafkastore.log_append.*", "kafkastore.log.xǁLogǁappend*",
-         "kafkastore.log.xǁLogǁ_append*", "kafkastore.log.xǁLogǁ_analyze*",
-         "kafkastore.log.xǁLogǁ_validate*", "kafkastore.log.xǁLogǁ_maybe_roll*")),
+         "kafkastore.log.xǁLogǁ_append*", "kafkastore.log.xǁLogǁ_duplicate_info*",
+         "kafkastore.log.xǁLogǁ_check_batch_size*", "kafkastore.log.xǁLogǁ_empty_info*",
+         "kafkastore.log.xǁLogǁ_check_segment_size*")),
 }
 
 _FAST_PATH = ("turns the interval fast path of AbortedTransactionFilter off; the consumer's "

@@ -260,12 +260,14 @@ def test_aborted_ranges_producer_zero_multi_record_batches(tmp_path):
                producer_epoch=0, base_sequence=0, is_transactional=True)
     log.append_end_txn_marker(0, 0, "ABORT")
     log.append([(b"c", b"1", T0)], timestamp=T0)
-    log.append([(b"d", b"1", T0), (b"e", b"1", T0)], timestamp=T0, producer_id=5,
+    # 200: the low byte of the id has its top bit set (a float reading of the big-endian
+    # field would be negative)
+    log.append([(b"d", b"1", T0), (b"e", b"1", T0)], timestamp=T0, producer_id=200,
                producer_epoch=0, base_sequence=0, is_transactional=True)
-    log.append_end_txn_marker(5, 0, "ABORT")
+    log.append_end_txn_marker(200, 0, "ABORT")
     entries = log.collect_aborted_transactions(0, log.log_end_offset)
     assert [(t.producer_id, t.first_offset, t.last_offset) for t in entries] == \
-        [(0, 0, 2), (5, 4, 6)]
+        [(0, 0, 2), (200, 4, 6)]
     data = log.read(0, 1 << 20).to_bytes()
     log.close()
     scan = scan_batches(data)
