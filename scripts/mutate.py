@@ -60,7 +60,7 @@ MODULES: dict[str, Target] = {
          "tests/test_mutation_kills.py")),
     "validator": Target(
         ("kafkastore/validator.py",),
-        ("tests/test_validator.py", "tests/test_time_boundaries.py",
+        ("tests/test_validator.py", "tests/test_log_compat.py", "tests/test_time_boundaries.py",
          "tests/test_write_refusals.py", "tests/test_mutation_kills.py")),
     "producer_state": Target(
         ("kafkastore/producer_state.py",),

@@ -13,9 +13,15 @@ from _logtools import T0, Clock, installed, open_log
 
 from kafkastore import _fileio
 from kafkastore.batch_header import CONTROL_MASK, TRANSACTIONAL_MASK
-from kafkastore.errors import CorruptIndexError
+from kafkastore.errors import CorruptIndexError, InvalidRecordError
 from kafkastore.log import Log
-from kafkastore.records import assemble_batch_v2, encode_batch, iter_batches, scan_batches
+from kafkastore.records import (
+    TimestampType,
+    assemble_batch_v2,
+    encode_batch,
+    iter_batches,
+    scan_batches,
+)
 from kafkastore.retention import (
     delete_log_start_offset_breached_segments,
     delete_old_segments,
@@ -30,6 +36,7 @@ from kafkastore.txn_index import (
     TxnIndexSearchResult,
     collect_aborted_txns,
 )
+from kafkastore.validator import split_produces
 
 
 def _bases(log: Log) -> list[int]:
@@ -329,3 +336,84 @@ def test_collect_is_complete_at_the_upper_bound():
     assert collect_aborted_txns(entries, 0, 8) == TxnIndexSearchResult([entries[0]], True)
     assert collect_aborted_txns(entries, 0, 9) == TxnIndexSearchResult(entries, True)
     assert collect_aborted_txns(entries, 0, 11) == TxnIndexSearchResult(entries, False)
+
+
+# -- validator ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("magics,attributes,produces", [
+    ([2], [0], [(0, 1)]),
+    # each v2 batch is its own produce, whatever its attributes say
+    ([2, 2, 2], [0, 0, 0], [(0, 1), (1, 2), (2, 3)]),
+    # legacy: a compressed wrapper alone, a run of plain messages together
+    ([1, 1, 1, 1], [0, 1, 0, 0], [(0, 1), (1, 2), (2, 4)]),
+    ([0, 0, 0], [2, 0, 0], [(0, 1), (1, 3)]),
+    ([1, 1, 1], [0, 0, 3], [(0, 2), (2, 3)]),
+    ([0, 0], [0, 0], [(0, 2)]),
+])
+def test_split_produces(magics, attributes, produces):
+    """How one append_batches call maps onto Kafka produce requests (one v2 batch, or one
+    legacy wrapper, or one run of uncompressed legacy messages, per produce)."""
+    got = split_produces(magics, attributes, "/p")
+    assert [(r.start, r.stop) for r in got] == produces
+
+
+def test_split_produces_refuses_mixed_magic_naming_the_log():
+    with pytest.raises(InvalidRecordError) as exc:
+        split_produces([1, 2], [0, 0], "/the/log")
+    assert exc.value.path == "/the/log"
+
+
+def test_refusals_name_the_log_and_the_batch_position(tmp_path):
+    """A refused produce's error carries the log and the byte position of the entry in the
+    append (Kafka's RecordError names the batch index)."""
+    clock = Clock(T0)
+    log = open_log(tmp_path, clock, cleanup_policy="compact")
+    first = encode_batch([(b"k", b"v", T0)], timestamp=T0)
+    keyless = encode_batch([(None, b"v", T0)], timestamp=T0)
+    with pytest.raises(InvalidRecordError) as exc:
+        log.append_batches(first + keyless)
+    assert (exc.value.path, exc.value.position) == (log.dir, len(first))
+    legacy_first = encode_batch([(b"k", b"v", T0)], magic=1, timestamp=T0)
+    legacy_keyless = encode_batch([(None, b"v", T0)], magic=1, timestamp=T0)
+    with pytest.raises(InvalidRecordError) as exc:
+        log.append_batches(legacy_first + legacy_keyless)
+    assert (exc.value.path, exc.value.position) == (log.dir, len(legacy_first))
+    assert log.log_end_offset == 0
+    log.close()
+
+
+def test_producer_log_append_time_refusal(tmp_path):
+    """A LogAppendTime topic refuses batches whose producer set LogAppendTime (Kafka's
+    LogValidator.validateRecord): Kafka's message, the log and the position, for v2 and
+    for magic 1."""
+    log = open_log(tmp_path, Clock(T0), message_timestamp_type="LogAppendTime")
+    message = ("Invalid timestamp type in message. Producer should not set timestamp type to "
+               "LogAppendTime.")
+    ok = encode_batch([(b"k", b"v", T0)], timestamp=T0)
+    for magic in (2, 1):
+        lat = encode_batch([(b"k", b"v", T0)], magic=magic, timestamp=T0,
+                           timestamp_type=TimestampType.LOG_APPEND_TIME)
+        first = encode_batch([(b"k", b"v", T0)], magic=magic, timestamp=T0)
+        with pytest.raises(InvalidRecordError) as exc:
+            log.append_batches(first + lat)
+        assert str(exc.value).startswith(message)
+        assert (exc.value.path, exc.value.position) == (log.dir, len(first))
+    assert log.append_batches(ok).first_offset == 0
+    log.close()
+
+
+def test_legacy_records_keyless_only_refused_on_compacted_topics(tmp_path):
+    """The key rule applies to legacy records on a compacted topic only, and the
+    CreateTime window to legacy records with a timestamp (Kafka's LogValidator)."""
+    plain = open_log(tmp_path / "plain", Clock(T0), message_timestamp_before_max_ms=10)
+    keyless = encode_batch([(None, b"v", T0)], magic=1, timestamp=T0)
+    assert plain.append_batches(keyless).first_offset == 0
+    old = encode_batch([(b"k", b"v", T0 - 11)], magic=1, timestamp=T0 - 11)
+    with pytest.raises(InvalidRecordError):
+        plain.append_batches(old)
+    plain.close()
+    lat_log = open_log(tmp_path / "lat", Clock(T0), message_timestamp_type="LogAppendTime",
+                       message_timestamp_before_max_ms=10)
+    assert lat_log.append_batches(old).first_offset == 0    # LogAppendTime: no window
+    lat_log.close()
