@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from _helpers import rec, v2_batch
 from _logtools import T0, Clock, installed, open_log
 
 from kafkastore import _fileio
@@ -16,9 +17,11 @@ from kafkastore.batch_header import CONTROL_MASK, TRANSACTIONAL_MASK
 from kafkastore.errors import CorruptIndexError, InvalidRecordError
 from kafkastore.log import Log
 from kafkastore.records import (
+    ControlRecordType,
     TimestampType,
     assemble_batch_v2,
     encode_batch,
+    encode_control_batch,
     iter_batches,
     scan_batches,
 )
@@ -417,3 +420,71 @@ def test_legacy_records_keyless_only_refused_on_compacted_topics(tmp_path):
                        message_timestamp_before_max_ms=10)
     assert lat_log.append_batches(old).first_offset == 0    # LogAppendTime: no window
     lat_log.close()
+
+
+def _refusals():
+    """(name, the produce's bytes, the start of Kafka's message) for each leader check."""
+    body = rec()
+    return [
+        ("base offset", encode_batch([(b"k", b"v", T0)], base_offset=9, timestamp=T0),
+         "The baseOffset of the record batch in the append to "),
+        ("offset range", v2_batch(body, count=1, last_offset_delta=-1, first_ts=T0, max_ts=T0),
+         "Batch has an invalid offset range: [0, -1] in the append to "),
+        ("count zero", v2_batch(b"", count=0, last_offset_delta=0, first_ts=T0, max_ts=T0),
+         "Invalid reported count for record batch: 0 in the append to "),
+        ("count mismatch", v2_batch(body, count=1, last_offset_delta=1, first_ts=T0, max_ts=T0),
+         "Inconsistent batch offset range [0, 1] and count of records 1 in the append to "),
+        ("control", encode_control_batch(ControlRecordType.COMMIT, producer_id=1,
+                                         producer_epoch=0, timestamp=T0),
+         "Clients are not allowed to write control records in the append to "),
+        ("producer 0 without sequence",
+         encode_batch([(b"k", b"v", T0)], timestamp=T0, producer_id=0, producer_epoch=0,
+                      base_sequence=-1),
+         "Invalid sequence number -1 in record batch with producerId 0 in the append to "),
+        ("window", encode_batch([(b"k", b"v", T0 - 10_000)], timestamp=T0 - 10_000),
+         "Timestamp 1699999990000 of message with offset 0 is out of range. The timestamp "
+         "should be within [1699999995000, 1700000005000]"),
+    ]
+
+
+@pytest.mark.parametrize("name", [r[0] for r in _refusals()])
+def test_each_leader_refusal_names_the_log_and_the_entry(tmp_path, name):
+    """Every check of Kafka's LogValidator (analyzeAndValidateRecords,
+    validateMessagesAndAssignOffsets, validateTimestamp) refuses with Kafka's message, the
+    log's directory and the byte position of the refused entry (the second one here), and
+    writes nothing."""
+    _, bad, message = next(r for r in _refusals() if r[0] == name)
+    log = open_log(tmp_path, Clock(T0), message_timestamp_before_max_ms=5000,
+                   message_timestamp_after_max_ms=5000)
+    good = encode_batch([(b"k", b"v", T0)], timestamp=T0)
+    with pytest.raises(InvalidRecordError) as exc:
+        log.append_batches(good + bad)
+    assert str(exc.value).startswith(message)
+    assert (exc.value.path, exc.value.position) == (log.dir, len(good))
+    assert log.log_end_offset == 0
+    log.close()
+
+
+def test_a_record_without_timestamp_is_never_outside_the_window(tmp_path):
+    """Kafka's validateTimestamp skips ``RecordBatch.NO_TIMESTAMP`` (-1) records."""
+    log = open_log(tmp_path, Clock(T0), message_timestamp_before_max_ms=5000)
+    assert log.append([(b"a", b"v", -1), (b"b", b"v", T0)], timestamp=T0).last_offset == 1
+    log.close()
+
+
+def test_legacy_up_conversion_has_no_producer(tmp_path):
+    """Legacy messages are rebuilt as a v2 batch without producer id, epoch or sequence,
+    not transactional, with no leader epoch when none is known (Kafka's
+    buildRecordsAndAssignOffsets with RecordBatch.NO_PRODUCER_ID and friends)."""
+    log = open_log(tmp_path, Clock(T0))
+    log.append_batches(encode_batch([(b"k", b"v", T0), (b"j", b"w", T0)], magic=1,
+                                    timestamp=T0, compression="gzip"))
+    (b,) = [b for seg in log.segments for b in _segment_batches(seg)]
+    assert (b.magic, b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional,
+            b.partition_leader_epoch) == (2, -1, -1, -1, False, -1)
+    log.close()
+
+
+def _segment_batches(seg):
+    with open(seg.log.path, "rb") as f:
+        return list(iter_batches(f.read()))
