@@ -15,15 +15,19 @@ not mutated, and their pure twins are what the Python code calls. Hypothesis run
 
 A survivor is either killed by a new test or recorded as equivalent, with the reason, in
 ``docs/mutation.rst`` and in :data:`EQUIVALENT` below. The run prints the counts per module
-and writes each module's survivors with their diffs to ``build/mutate/<module>/survivors.txt``;
-it exits 1 when a survivor is not in :data:`EQUIVALENT`. mutmut names a mutant by its
-function and a number, so editing a function renumbers its mutants: re-check the
-equivalents of a changed function (the diff of each is in ``survivors.txt``).
+and writes each module's survivors with their diffs to ``build/mutate/<module>/survivors.txt``
+and every verdict to ``build/mutate/<module>.json`` (``--recheck`` then runs only the
+survivors again, after tests were added). It exits 1 when a survivor is not in
+:data:`EQUIVALENT`. mutmut names a mutant by its function and a number, so editing a
+function renumbers its mutants: re-check the equivalents of a changed function (the diff
+of each is in ``survivors.txt``).
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import json
 import os
 import re
 import shutil
@@ -218,12 +222,8 @@ def _mutmut(work: Path, *args: str, capture: bool = False) -> subprocess.Complet
     return subprocess.CompletedProcess(cmd, proc.returncode)
 
 
-def run_module(name: str, max_children: int) -> dict[str, int]:
-    target = MODULES[name]
-    work = _prepare(name, target)
-    print(f"== {name}: {', '.join(target.files)} against {len(target.tests)} test files",
-          flush=True)
-    _mutmut(work, "run", "--max-children", str(max_children), *target.functions)
+def _statuses(work: Path, target: Target) -> dict[str, str]:
+    """mutant name -> mutmut's verdict, for the mutants of ``target`` in ``work``."""
     listing = _mutmut(work, "results", "--all", "true", capture=True).stdout
     statuses: dict[str, str] = {}
     for line in listing.splitlines():
@@ -231,9 +231,34 @@ def run_module(name: str, max_children: int) -> dict[str, int]:
         if m:
             statuses[m.group(1)] = m.group(2).strip()
     if target.functions:   # mutmut lists every mutant of the file; count the selection
-        import fnmatch
         statuses = {k: v for k, v in statuses.items()
                     if any(fnmatch.fnmatch(k, g) for g in target.functions)}
+    return statuses
+
+
+def run_module(name: str, max_children: int, recheck: bool = False) -> dict[str, int]:
+    """One module's run; with ``recheck``, only the survivors of the last run are run
+    again (after tests were added), the other verdicts kept."""
+    target = MODULES[name]
+    results = WORK / f"{name}.json"
+    previous: dict[str, str] = {}
+    if recheck:
+        if not results.exists():
+            raise SystemExit(f"--recheck: no earlier run of {name} ({results})")
+        previous = json.loads(results.read_text())
+    work = _prepare(name, target)
+    selection = sorted(k for k, v in previous.items() if v == "survived") if recheck \
+        else list(target.functions)
+    print(f"== {name}: {', '.join(target.files)} against {len(target.tests)} test files"
+          + (f", rechecking {len(selection)} survivors" if recheck else ""), flush=True)
+    if recheck and not selection:
+        statuses = previous
+    else:
+        _mutmut(work, "run", "--max-children", str(max_children), *selection)
+        statuses = _statuses(work, target)
+        if recheck:
+            statuses = {**previous, **{k: statuses[k] for k in selection if k in statuses}}
+    results.write_text(json.dumps(statuses, indent=0, sort_keys=True))
     survivors = sorted(k for k, v in statuses.items() if v == "survived")
     with open(work / "survivors.txt", "w") as out:
         for mutant in survivors:
@@ -258,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=1,
                         help="mutants run at once (default 1: the machine is shared)")
     parser.add_argument("--list", action="store_true", help="print the map and stop")
+    parser.add_argument("--recheck", action="store_true",
+                        help="run only the last run's survivors again (after adding tests)")
     args = parser.parse_args(argv)
     names = args.modules or list(MODULES)
     unknown = [n for n in names if n not in MODULES]
@@ -269,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n}: {' '.join(t.files)}\n    tests: {' '.join(t.tests)}"
                   + (f"\n    functions: {' '.join(t.functions)}" if t.functions else ""))
         return 0
-    table = {n: run_module(n, args.max_children) for n in names}
+    table = {n: run_module(n, args.max_children, args.recheck) for n in names}
     print("\nmodule          mutants  killed  equivalent  survived  other")
     for n, c in table.items():
         print(f"{n:<15} {c['mutants']:>7} {c['killed']:>7} {c['equivalent']:>11} "

@@ -14,7 +14,7 @@ from _logtools import T0, Clock, installed, open_log
 
 from kafkastore import _fileio
 from kafkastore.batch_header import CONTROL_MASK, TRANSACTIONAL_MASK
-from kafkastore.errors import CorruptIndexError, InvalidRecordError
+from kafkastore.errors import CorruptIndexError, InvalidRecordError, RecordTooLargeError
 from kafkastore.log import Log
 from kafkastore.records import (
     ControlRecordType,
@@ -488,3 +488,24 @@ def test_legacy_up_conversion_has_no_producer(tmp_path):
 def _segment_batches(seg):
     with open(seg.log.path, "rb") as f:
         return list(iter_batches(f.read()))
+
+
+@pytest.mark.parametrize("delta,accepted", [(-1, False), (0, True), (1, True)])
+def test_rebuilt_batch_at_max_message_bytes(tmp_path, delta, accepted):
+    """Kafka checks the rebuilt batch (``validatedRecords.sizeInBytes > maxMessageSize``):
+    a legacy message up-converted to exactly max.message.bytes is accepted, one byte over
+    is refused with the limit and the log."""
+    legacy = encode_batch([(b"k", b"v" * 20, T0)], magic=1, timestamp=T0)
+    probe = open_log(tmp_path / "probe", Clock(T0))
+    probe.append_batches(legacy)
+    size = probe.size    # the v2 batch it became
+    probe.close()
+    assert size > len(legacy)
+    log = open_log(tmp_path / "log", Clock(T0), max_message_bytes=size + delta)
+    if accepted:
+        assert log.append_batches(legacy).first_offset == 0
+    else:
+        with pytest.raises(RecordTooLargeError) as exc:
+            log.append_batches(legacy)
+        assert (exc.value.limit, exc.value.path) == (size - 1, log.dir)
+    log.close()
