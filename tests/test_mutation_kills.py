@@ -509,3 +509,43 @@ def test_rebuilt_batch_at_max_message_bytes(tmp_path, delta, accepted):
             log.append_batches(legacy)
         assert (exc.value.limit, exc.value.path) == (size - 1, log.dir)
     log.close()
+
+
+def test_leader_epoch_is_stamped_in_place_and_in_rebuilt_batches(tmp_path):
+    """The leader's epoch goes into every batch it appends: a v2 batch kept in place, a
+    transactional v2 batch rebuilt for the topic's codec (which stays transactional), and
+    legacy messages up-converted (Kafka's LogValidator ``partitionLeaderEpoch``)."""
+    log = open_log(tmp_path, Clock(T0), compression_type="gzip")
+    gz = encode_batch([(b"k", b"v", T0)], timestamp=T0, compression="gzip")
+    plain_txn = encode_batch([(b"k", b"v", T0)], timestamp=T0, producer_id=3,
+                             producer_epoch=0, base_sequence=0, is_transactional=True)
+    legacy = encode_batch([(b"k", b"v", T0)], magic=1, timestamp=T0)
+    for data in (gz, plain_txn, legacy):
+        log.append_batches(data, leader_epoch=5)
+    stored = [b for seg in log.segments for b in _segment_batches(seg)]
+    assert [(b.partition_leader_epoch, b.is_transactional) for b in stored] == \
+        [(5, False), (5, True), (5, False)]
+    log.close()
+
+
+def test_rebuilt_batch_takes_the_topic_gzip_level(tmp_path):
+    """``compression.gzip.level`` is used when the leader recompresses (Kafka 3.8's
+    per-codec levels): level 1 and level 9 give different bytes for the same records."""
+    rows = [(b"k%d" % i, (b"value %d " % (i % 7)) * 40, T0) for i in range(60)]
+    sizes = {}
+    for level in (1, 9):
+        log = open_log(tmp_path / str(level), Clock(T0), compression_type="gzip",
+                       compression_gzip_level=level)
+        log.append_batches(encode_batch(rows, timestamp=T0))
+        sizes[level] = log.size
+        log.close()
+    assert sizes[1] > sizes[9]
+
+
+def test_log_append_time_rebuild_stamps_now(tmp_path):
+    """On a LogAppendTime topic the rebuilt batch's timestamps are the append time."""
+    log = open_log(tmp_path, Clock(T0 + 77), message_timestamp_type="LogAppendTime")
+    log.append_batches(encode_batch([(b"k", b"v", T0)], magic=1, timestamp=T0))
+    (b,) = [b for seg in log.segments for b in _segment_batches(seg)]
+    assert (b.timestamp_type, b.max_timestamp) == (TimestampType.LOG_APPEND_TIME, T0 + 77)
+    log.close()
