@@ -17,6 +17,7 @@ from kafkastore.batch_header import CONTROL_MASK, TRANSACTIONAL_MASK
 from kafkastore.errors import CorruptIndexError, InvalidRecordError, RecordTooLargeError
 from kafkastore.log import Log
 from kafkastore.records import (
+    CompressionType,
     ControlRecordType,
     TimestampType,
     assemble_batch_v2,
@@ -523,8 +524,9 @@ def test_leader_epoch_is_stamped_in_place_and_in_rebuilt_batches(tmp_path):
     for data in (gz, plain_txn, legacy):
         log.append_batches(data, leader_epoch=5)
     stored = [b for seg in log.segments for b in _segment_batches(seg)]
-    assert [(b.partition_leader_epoch, b.is_transactional) for b in stored] == \
-        [(5, False), (5, True), (5, False)]
+    assert [(b.partition_leader_epoch, b.is_transactional, b.compression) for b in stored] == \
+        [(5, False, CompressionType.GZIP), (5, True, CompressionType.GZIP),
+         (5, False, CompressionType.GZIP)]
     log.close()
 
 
@@ -548,4 +550,14 @@ def test_log_append_time_rebuild_stamps_now(tmp_path):
     log.append_batches(encode_batch([(b"k", b"v", T0)], magic=1, timestamp=T0))
     (b,) = [b for seg in log.segments for b in _segment_batches(seg)]
     assert (b.timestamp_type, b.max_timestamp) == (TimestampType.LOG_APPEND_TIME, T0 + 77)
+    log.close()
+
+
+def test_keyless_append_to_a_compacted_topic_names_the_log(tmp_path):
+    """Log.append's key check (Kafka: "Compacted topic cannot accept message without
+    key") names the log and the record."""
+    log = open_log(tmp_path, Clock(T0), cleanup_policy="compact")
+    with pytest.raises(InvalidRecordError) as exc:
+        log.append([(b"k", b"v", T0), (None, b"v", T0)], timestamp=T0)
+    assert exc.value.path == log.dir and "(record 1 of the append)" in str(exc.value)
     log.close()
