@@ -353,6 +353,7 @@ def test_collect_is_complete_at_the_upper_bound():
     ([1, 1, 1, 1], [0, 1, 0, 0], [(0, 1), (1, 2), (2, 4)]),
     ([0, 0, 0], [2, 0, 0], [(0, 1), (1, 3)]),
     ([1, 1, 1], [0, 0, 3], [(0, 2), (2, 3)]),
+    ([1, 1, 1, 1], [1, 0, 0, 1], [(0, 1), (1, 3), (3, 4)]),
     ([0, 0], [0, 0], [(0, 2)]),
 ])
 def test_split_produces(magics, attributes, produces):
@@ -520,13 +521,14 @@ def test_leader_epoch_is_stamped_in_place_and_in_rebuilt_batches(tmp_path):
     gz = encode_batch([(b"k", b"v", T0)], timestamp=T0, compression="gzip")
     plain_txn = encode_batch([(b"k", b"v", T0)], timestamp=T0, producer_id=3,
                              producer_epoch=0, base_sequence=0, is_transactional=True)
+    plain = encode_batch([(b"k", b"v", T0)], timestamp=T0)
     legacy = encode_batch([(b"k", b"v", T0)], magic=1, timestamp=T0)
-    for data in (gz, plain_txn, legacy):
+    for data in (gz, plain_txn, plain, legacy):
         log.append_batches(data, leader_epoch=5)
     stored = [b for seg in log.segments for b in _segment_batches(seg)]
     assert [(b.partition_leader_epoch, b.is_transactional, b.compression) for b in stored] == \
         [(5, False, CompressionType.GZIP), (5, True, CompressionType.GZIP),
-         (5, False, CompressionType.GZIP)]
+         (5, False, CompressionType.GZIP), (5, False, CompressionType.GZIP)]
     log.close()
 
 
@@ -560,4 +562,41 @@ def test_keyless_append_to_a_compacted_topic_names_the_log(tmp_path):
     with pytest.raises(InvalidRecordError) as exc:
         log.append([(b"k", b"v", T0), (None, b"v", T0)], timestamp=T0)
     assert exc.value.path == log.dir and "(record 1 of the append)" in str(exc.value)
+    log.close()
+
+
+def test_producer_log_append_time_batch_on_a_create_time_topic(tmp_path):
+    """Kafka's validateTimestamp on a CreateTime topic checks the window against the
+    record timestamps, which in a LogAppendTime batch are its max timestamp: inside, the
+    batch is kept as CreateTime with that timestamp; outside, refused; without one (-1),
+    refused as a producer-set LogAppendTime."""
+    log = open_log(tmp_path, Clock(T0), message_timestamp_before_max_ms=5000)
+    lat = TimestampType.LOG_APPEND_TIME
+    log.append_batches(encode_batch([(b"k", b"v", T0 - 10)], timestamp=T0 - 10,
+                                    timestamp_type=lat))
+    (b,) = [b for seg in log.segments for b in _segment_batches(seg)]
+    assert (b.timestamp_type, b.max_timestamp) == (TimestampType.CREATE_TIME, T0 - 10)
+    with pytest.raises(InvalidRecordError, match="out of range"):
+        log.append_batches(encode_batch([(b"k", b"v", T0 - 6000)], timestamp=T0 - 6000,
+                                        timestamp_type=lat))
+    with pytest.raises(InvalidRecordError, match="Producer should not set timestamp type"):
+        log.append_batches(encode_batch([(b"k", b"v", -1)], timestamp=-1,
+                                        max_timestamp=-1, timestamp_type=lat))
+    assert log.log_end_offset == 1
+    log.close()
+
+
+def test_legacy_window_refusal_names_the_log_and_the_entry(tmp_path):
+    """The CreateTime window applies to each legacy record with a timestamp (plain or
+    inside a wrapper), naming the log and the entry; a record without one (-1) passes."""
+    log = open_log(tmp_path, Clock(T0), message_timestamp_before_max_ms=5000)
+    first = encode_batch([(b"k", b"v", T0)], magic=1, timestamp=T0)
+    for codec in (None, "gzip"):
+        old = encode_batch([(b"k", b"v", T0 - 6000)], magic=1, timestamp=T0 - 6000,
+                           compression=codec)
+        with pytest.raises(InvalidRecordError) as exc:
+            log.append_batches(first + old)
+        assert (exc.value.path, exc.value.position) == (log.dir, len(first))
+    assert log.append_batches(encode_batch([(b"k", b"v", -1)], magic=1,
+                                           timestamp=-1)).first_offset == 0
     log.close()
