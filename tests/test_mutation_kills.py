@@ -597,6 +597,8 @@ def test_legacy_window_refusal_names_the_log_and_the_entry(tmp_path):
         with pytest.raises(InvalidRecordError) as exc:
             log.append_batches(first + old)
         assert (exc.value.path, exc.value.position) == (log.dir, len(first))
+    with pytest.raises(InvalidRecordError):    # 1 is a timestamp, far outside
+        log.append_batches(encode_batch([(b"k", b"v", 1)], magic=1, timestamp=1))
     assert log.append_batches(encode_batch([(b"k", b"v", -1)], magic=1,
                                            timestamp=-1)).first_offset == 0
     log.close()
