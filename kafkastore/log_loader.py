@@ -292,7 +292,7 @@ def _delete_segments_if_log_start_greater_than_log_end(log: Log,
             seg.close_handlers()
             seg.delete_if_exists()
         log.local_log.set_segments([])
-        log._epochs.clear()
+        log._epochs.clear_and_flush()
         log._producers.truncate_fully_and_start_at(log_start_offset)
 
 
