@@ -27,8 +27,9 @@ Keys are PEM files, as the plugin reads them (``RsaKeyReader``: PKCS#8 private k
 plugin also reads the X.509 public key, which is derived from the private key here); every
 key, given or generated, is read by pycryptodome's ``RSA.import_key`` alone.
 
-pycryptodome is imported when a key ring is made or used, never with this module (plain
-and zstd copies need neither library's RSA); without it a key ring raises
+Neither library is imported with this module: ``cryptography`` when a segment's AES-GCM
+cipher is made (:func:`new_aead`), pycryptodome when a key ring is made or used, so plain
+and zstd copies need neither. Without the one needed, the call raises
 :class:`~kafkastore.errors.ConfigError` naming the ``tiered`` extra.
 
 Thread-safety: a :class:`KeyRing` is immutable after construction and may be shared; it
@@ -37,13 +38,11 @@ pickles as its PEM bytes (Spark ships it to executors).
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 from collections.abc import Mapping
 from types import SimpleNamespace
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from kafkastore.errors import ConfigError, CorruptChunkError, CorruptManifestError, MissingKeyError
 
@@ -53,6 +52,7 @@ __all__ = [
     "DATA_KEY_SIZE",
     "AAD_SIZE",
     "KeyRing",
+    "new_aead",
     "new_data_key_and_aad",
     "encrypt_chunk",
     "decrypt_chunk",
@@ -73,13 +73,36 @@ def new_data_key_and_aad() -> tuple[bytes, bytes]:
     return secrets.token_bytes(DATA_KEY_SIZE), secrets.token_bytes(AAD_SIZE)
 
 
-def _aead(key) -> AESGCM:
-    return key if isinstance(key, AESGCM) else AESGCM(bytes(key))
+def _need(library: str) -> ConfigError:
+    return ConfigError(f"Encrypted tiered copies need {library}: "
+                       f"pip install 'kafkastore[tiered]'")
+
+
+@functools.cache
+def _cryptography() -> SimpleNamespace:
+    """``cryptography``'s AES-GCM, imported on first use (cached: a chunk's decryption
+    looks it up)."""
+    try:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError:
+        raise _need("cryptography") from None
+    return SimpleNamespace(AESGCM=AESGCM, InvalidTag=InvalidTag)
+
+
+def new_aead(key: bytes):
+    """``cryptography``'s ``AESGCM`` under ``key``: one per segment, used for each of its
+    chunks."""
+    return _cryptography().AESGCM(bytes(key))
+
+
+def _aead(key):
+    return new_aead(key) if isinstance(key, (bytes, bytearray, memoryview)) else key
 
 
 def encrypt_chunk(key, aad: bytes, plain: bytes) -> bytes:
-    """``IV || ciphertext || tag`` of ``plain`` under ``key`` (bytes, or an ``AESGCM``
-    made from them) with a fresh random IV."""
+    """``IV || ciphertext || tag`` of ``plain`` under ``key`` (bytes, or the
+    :func:`new_aead` of them) with a fresh random IV."""
     iv = secrets.token_bytes(IV_SIZE)
     return iv + _aead(key).encrypt(iv, bytes(plain), aad)
 
@@ -97,9 +120,10 @@ def decrypt_chunk(key, aad: bytes, blob: bytes, *, chunk: int | None, position: 
             f"encrypted chunk's IV and tag ({IV_SIZE + TAG_SIZE})",
             chunk=chunk, position=position, path=path)
     view = memoryview(blob)   # AESGCM reads buffers: no copy of the chunk
+    invalid_tag = _cryptography().InvalidTag
     try:
         return _aead(key).decrypt(bytes(view[:IV_SIZE]), view[IV_SIZE:], aad)
-    except InvalidTag:
+    except invalid_tag:
         raise CorruptChunkError(
             f"{path}: {name} at byte {position} does not decrypt: its AES-GCM tag does not "
             f"verify (a wrong data key, or damaged or truncated bytes)",
@@ -118,8 +142,7 @@ def _pycryptodome() -> SimpleNamespace:
         from Crypto.PublicKey import RSA
         from Crypto.Signature.pss import MGF1
     except ImportError:
-        raise ConfigError("Encrypted tiered copies need pycryptodome: "
-                          "pip install 'kafkastore[tiered]'") from None
+        raise _need("pycryptodome") from None
     return SimpleNamespace(RSA=RSA, PKCS1_OAEP=PKCS1_OAEP, SHA3_512=SHA3_512, MGF1=MGF1)
 
 

@@ -198,23 +198,35 @@ def test_generated_key_is_a_pkcs8_pem_of_the_asked_size():
     assert oracle_decrypt(n, d, ring.wrap(b"g" * 16)[1]) == b"g" * 16
 
 
-# -- pycryptodome is imported only for a key ring --------------------------------------------
+# -- the crypto libraries are imported only for encrypted segments -------------------------
 
 
-_WITHOUT_PYCRYPTODOME = """
+_WITHOUT_CRYPTO = """
 import sys
+
+BLOCKED = ("Crypto", "cryptography")
 
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name == "Crypto" or name.startswith("Crypto."):
+        if name.split(".")[0] in BLOCKED:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 sys.meta_path.insert(0, Block())
-import kafkastore.tiered.crypto, kafkastore.tiered.tiered_storage, kafkastore.tiered.upload
-assert not [m for m in sys.modules if m == "Crypto" or m.startswith("Crypto.")]
+import kafkastore.tiered.tiered_storage, kafkastore.tiered.upload, kafkastore.tiered.export
 from kafkastore.errors import ConfigError
+from kafkastore.tiered import open_tiered
 from kafkastore.tiered.crypto import KeyRing
-for make in (lambda: KeyRing.generate("k"), lambda: KeyRing({"k": sys.argv[1]})):
+from kafkastore.tiered.transform import ChunkTransform
+pem, vectors = sys.argv[1], sys.argv[2]
+if vectors:   # a zstd copy reads without either library
+    with open_tiered(vectors) as copy:
+        for tp in copy.partitions():
+            log = copy.log(tp)
+            assert sum(1 for _ in log.records()) == log.log_end_offset - log.log_start_offset
+    print("read")
+assert not [m for m in sys.modules if m.split(".")[0] in BLOCKED]
+for make in (lambda: KeyRing.generate("k"), lambda: KeyRing({"k": pem}),
+             lambda: ChunkTransform(True, bytes(32), bytes(32))):
     try:
         make()
     except ConfigError as exc:
@@ -224,16 +236,23 @@ for make in (lambda: KeyRing.generate("k"), lambda: KeyRing({"k": sys.argv[1]}))
 """
 
 
-def test_without_pycryptodome_a_key_ring_names_the_extra(ring_and_pem):
+def test_without_the_crypto_libraries_encryption_names_the_extra(ring_and_pem):
+    from _copies import TIERED
+
     _, pem = ring_and_pem
+    vectors = TIERED / "aiven-zstd" if TIERED is not None else None
+    vectors = str(vectors) if vectors is not None and vectors.is_dir() else ""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", _WITHOUT_PYCRYPTODOME, pem.decode()],
+    out = subprocess.run([sys.executable, "-c", _WITHOUT_CRYPTO, pem.decode(), vectors],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 2
-    for line in lines:
-        assert "pycryptodome" in line and "pip install 'kafkastore[tiered]'" in line
+    if vectors:
+        assert lines.pop(0) == "read"
+    assert lines == [
+        "Encrypted tiered copies need pycryptodome: pip install 'kafkastore[tiered]'",
+        "Encrypted tiered copies need pycryptodome: pip install 'kafkastore[tiered]'",
+        "Encrypted tiered copies need cryptography: pip install 'kafkastore[tiered]'"]
 
 
 def test_a_key_too_small_for_oaep_sha3_512_is_a_config_error():
