@@ -156,6 +156,38 @@ def test_the_cleaner_lookup_filters_by_the_log_start_offset(tmp_path):
     log.close()
 
 
+def test_an_abort_ending_below_the_log_start_offset_is_not_aborted_for_the_cleaner(tmp_path):
+    """The lookup of each segment that pass 2 recopies filters by the log start offset
+    too, so an abort whose marker lies below it is unknown to the round, as in Kafka."""
+    clock = Clock()
+    log = open_log(tmp_path, clock, cleanup_policy="compact", delete_retention_ms=1000)
+    P = 4
+    assert write(log, clock, b"x", b"aborted", producer_id=P, seq=0, txn=True) == 0
+    assert marker(log, clock, P, commit=False) == 1      # .txnindex: (P, first 0, last 1)
+    write(log, clock, b"y", b"1")                         # 2
+    write(log, clock, b"z", b"1")                         # 3
+    log.roll()
+    assert log.delete_records(2) == 2                     # the first dirty offset too
+    # Kafka's round from 2 to 4: buildOffsetMap's lookup keeps entries with lastOffset >= 2
+    # (none); the walk starts at offset 0 (no index entry yet): x at 0 is below the start,
+    # not mapped; the map is {y: 2, z: 3}.
+    # cleanSegments: collectAbortedTransactions(0, 4) also filters by the log start
+    # offset (2): (P, 0, 1) is left out, so
+    #   0 x   -> not aborted (P goes to ongoingCommittedTxns); x not in the map: retained
+    #   1 ABORT -> P not in ongoingAbortedTxns: a marker for an empty transaction, kept
+    #              and stamped with the delete horizon (now + delete.retention.ms)
+    #   2 y, 3 z -> retained
+    # (a fetch-style lookup from the segment's base would know the abort, drop x and keep
+    # the marker without a horizon)
+    clean(log, config=CleanerConfig(SMALL))
+    assert data_records(log) == [(0, b"x", b"aborted"), (2, b"y", b"1"), (3, b"z", b"1")]
+    with open(log.segments[0].log.path, "rb") as f:
+        (ctl,) = [b for b in iter_batches(f.read()) if b.is_control]
+    assert (ctl.base_offset, ctl.has_delete_horizon, ctl.delete_horizon_ms) == (
+        1, True, clock() + 1000)
+    log.close()
+
+
 # -- 7. the producers whose last batch stays ------------------------------------------------
 
 
