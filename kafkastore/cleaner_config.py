@@ -56,7 +56,7 @@ class CleanerConfig(ConfigBase):
     ``producer.id.expiration.ms`` is not a cleaner setting (Kafka's ``CleanerConfig``
     has none): it is the :class:`~kafkastore.manager.ManagerConfig`'s (and
     ``Log.open``'s), and the cleaner keeps the last batch of every producer a log's
-    state still holds. Given here it raises :class:`~kafkastore.config.ConfigError`
+    state still holds. Given here it raises :class:`~kafkastore.errors.ConfigError`
     saying so.
     """
 
