@@ -364,9 +364,22 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int,
                                      upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a read of ``[start_offset, upper_bound_offset)`` needs
-        (Kafka's ``collectAbortedTransactions``): from the ``.txnindex`` of the segment
-        holding ``start_offset`` on, until one index says no later one can matter."""
+        (the fetch's lookup: Kafka's ``LocalLog.read`` -> ``addAbortedTransactions``):
+        from the ``.txnindex`` of the segment holding ``start_offset`` on, the entries
+        ending at or past ``start_offset``, until one index says no later one can matter.
+        The cleaner uses :meth:`collect_aborted_transactions_for_cleaning`."""
         return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
+
+    def collect_aborted_transactions_for_cleaning(self, start_offset: int,
+                                                  upper_bound_offset: int) -> list[AbortedTxn]:
+        """The cleaner's lookup (Kafka's ``UnifiedLog.collectAbortedTransactions``, whose
+        only caller is the ``Cleaner``): ``start_offset`` only picks the first segment;
+        the entries are those ending at or past the *log start offset* and beginning
+        below ``upper_bound_offset``. An abort that ended before ``start_offset`` in
+        that segment counts: Kafka's cleaner tracks it from its first offset until the
+        producer's next ABORT marker, which matters when the walk starts past its marker."""
+        return self._local.collect_aborted_transactions(
+            start_offset, upper_bound_offset, fetch_offset=self._local.log_start_offset)
 
     @property
     def recovery_point(self) -> int:
