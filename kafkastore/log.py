@@ -332,9 +332,16 @@ class Log:
     def last_stable_offset(self) -> int:
         """Kafka's LSO: the first offset of the oldest transaction not yet decided (by a
         COMMIT or ABORT marker), never below the log start offset, else the log end
-        offset. read_committed reads stop here."""
-        first = self.first_unstable_offset
+        offset. read_committed reads stop here.
+
+        Lock-free, and never above the first offset of a transaction open when it
+        returns (Kafka caps the LSO by the high watermark, which passes a batch only once
+        its append and producer-state update are done). An append records a transaction
+        it begins in the producer state before it moves the log end (:meth:`_append_set`),
+        so the end is read first: a transaction begun below the end read is in the first
+        unstable offset read after it (or already decided)."""
         end = self._local.next_offset
+        first = self.first_unstable_offset
         return end if first is None or first > end else first
 
     @property
@@ -730,8 +737,16 @@ class Log:
         if segment.needs_roll(size, max_ts, last_offset, now, config.segment_bytes,
                               config.segment_ms):
             segment = self._roll(first_offset if roll_offset is None else roll_offset)
+        producers = self._producers
         try:
             segment.append(last_offset, max_ts, shallow_offset_of_max, data)
+            # the transactions the batches begin become unstable before the end moves
+            # past them: a lock-free reader of the LSO never sees the end past a
+            # transaction that the first unstable offset does not hold yet (Kafka's
+            # readers are bounded by the high watermark, which moves only after
+            # producerStateManager.update; see last_stable_offset)
+            if producer_updates:
+                producers.record_updates(producer_updates)
             local.next_offset = next_offset = last_offset + 1
         except BaseException:
             # what reached the file before a failure stays; the end offset follows it
@@ -739,10 +754,11 @@ class Log:
             raise
         local.recovery_point = recovery_point = min(local.recovery_point, next_offset)
         # (a failure to write the .txnindex below leaves the end offset moved: the
-        # batches are in the log, and a recovery rebuilds the index from them)
+        # batches are in the log, and a recovery rebuilds the index from them; Kafka
+        # completes transactions after the end moved, as here)
         if producer_updates:
-            self._producers.apply(producer_updates, segment.update_txn_index)
-        self._producers.last_map_offset = next_offset
+            producers.complete_txns(producer_updates, segment.update_txn_index)
+        producers.last_map_offset = next_offset
         if (next_offset - recovery_point >= config.flush_messages
                 or now - local.last_flush_ms >= config.flush_ms):
             self.flush()

@@ -815,13 +815,24 @@ class ProducerStateManager:
         return [(info, None) for info in infos.values()] + [(None, t) for t in completed]
 
     def apply(self, updates, on_completed: Callable[[CompletedTxn, int], None]) -> None:
-        """Kafka's step after ``LogSegment.append``: apply the append infos of
-        :meth:`analyze` / :meth:`replication_updates`, then complete each transaction a
-        marker ended, ``on_completed(txn, lso)`` first (the segment writes an aborted
-        one's ``.txnindex`` entry)."""
+        """Kafka's step after ``LogSegment.append``: :meth:`record_updates`, then
+        :meth:`complete_txns`."""
+        self.record_updates(updates)
+        self.complete_txns(updates, on_completed)
+
+    def record_updates(self, updates) -> None:
+        """Apply the append infos of :meth:`analyze` / :meth:`replication_updates`
+        (Kafka's ``producerStateManager.update`` per producer of the append): the
+        transactions they begin become unstable here."""
         for info, _completed in updates:
             if info is not None:
                 self.update(info)
+
+    def complete_txns(self, updates, on_completed: Callable[[CompletedTxn, int], None]
+                      ) -> None:
+        """Complete each transaction a marker of ``updates`` ended,
+        ``on_completed(txn, lso)`` first (the segment writes an aborted one's
+        ``.txnindex`` entry)."""
         for _info, completed in updates:
             if completed is not None:
                 on_completed(completed, self.last_stable_offset(completed))
