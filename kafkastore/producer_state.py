@@ -50,9 +50,7 @@ import crc32c
 
 from kafkastore import _fileio
 from kafkastore.batch_header import (
-    ATTRIBUTES_OFFSET,
     CONTROL_MASK,
-    INT16,
     INT64,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -746,15 +744,6 @@ class ProducerStateManager:
         return self._first_unstable
 
     # -- an append's checks (Kafka's analyzeAndValidateProducerState) ------------------
-
-    def find_duplicate(self, header, shadow: dict | None) -> BatchMetadata | None:
-        """The metadata of the batch that the v2 batch whose first 61 bytes are ``header``
-        retries, or None (Kafka's ``findDuplicateBatch`` against the producer's last five
-        batches, as ``shadow`` (producer id -> entry) or the state leaves them)."""
-        if INT16.unpack_from(header, ATTRIBUTES_OFFSET)[0] & CONTROL_MASK:
-            return None   # a marker is never a retry (and the validator refuses a client's)
-        batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
-        return None if batch is None else self.duplicate_of(batch, shadow)
 
     def duplicate_of(self, batch: ProducerBatch, shadow: dict | None = None
                      ) -> BatchMetadata | None:

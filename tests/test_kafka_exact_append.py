@@ -17,8 +17,11 @@ import sys
 import threading
 import time
 
+import pytest
 from _logtools import Clock, open_log
 
+from kafkastore.config import LogConfig
+from kafkastore.errors import InvalidRecordError, OutOfOrderSequenceError
 from kafkastore.local_log import LocalLog
 from kafkastore.records import ControlRecordType, encode_batch
 
@@ -154,4 +157,120 @@ def test_a_reader_thread_never_sees_the_lso_past_an_open_transaction(tmp_path):
         sys.setswitchinterval(switch)
     assert not bad, f"LSO past an open transaction's first offset: {bad[:5]}"
     assert checked[0] > 0
+    log.close()
+
+
+# -- 2. a retry is validated before it is recognised -------------------------------------
+
+
+def test_a_retry_outside_the_timestamp_window_is_refused_not_answered(tmp_path):
+    """Kafka validates (``message.timestamp.before.max.ms``) before it looks for a retry:
+    a retry whose CreateTime is now too old is refused, as a new batch would be."""
+    clock = Clock()
+    log = open_log(tmp_path, clock, message_timestamp_before_max_ms=1000)
+    batch = produced([(b"k", b"v")], timestamp=clock())
+    log.append_batches(batch)
+    assert log.append_batches(batch).duplicate   # (inside the window: a retry)
+    clock.sleep(2000)
+    with pytest.raises(InvalidRecordError, match="out of range"):
+        log.append_batches(batch)
+    assert log.log_end_offset == 1
+
+
+def test_a_retry_with_a_base_offset_is_refused_not_answered(tmp_path):
+    log = open_log(tmp_path)
+    log.append_batches(produced([(b"k", b"v")]))
+    with pytest.raises(InvalidRecordError, match="baseOffset"):
+        log.append_batches(produced([(b"k", b"v")], base_offset=5))
+    assert log.log_end_offset == 1
+    log.close()
+
+
+def test_a_retry_without_keys_on_a_now_compacted_topic_is_refused(tmp_path):
+    log = open_log(tmp_path)
+    batch = produced([(None, b"v")])
+    log.append_batches(batch)
+    log.config = LogConfig.from_dict({"cleanup.policy": "compact"})
+    with pytest.raises(InvalidRecordError, match="without key"):
+        log.append_batches(batch)
+    assert log.log_end_offset == 1
+    log.close()
+
+
+# -- 3. several batches in one call, one of them a retry ---------------------------------
+
+
+def test_a_new_batch_then_a_retry_writes_nothing_and_answers_the_retry(tmp_path):
+    """Kafka checks every batch against the state before the request: the retry ends
+    the append, nothing of it is written, the answer is the retried batch's offsets."""
+    log = open_log(tmp_path)
+    log.append_batches(produced([(b"a", b"0")], seq=0))
+    log.append_batches(produced([(b"b", b"1")], seq=1))
+    size = log.size
+    info = log.append_batches(produced([(b"c", b"2")], seq=2)
+                              + produced([(b"a", b"0")], seq=0))
+    assert info.duplicate and (info.first_offset, info.last_offset) == (0, 0)
+    assert (log.log_end_offset, log.size) == (2, size)
+    # the new batch was not recorded either: it is still the next sequence
+    assert not log.append_batches(produced([(b"c", b"2")], seq=2)).duplicate
+    assert log.log_end_offset == 3
+    log.close()
+
+
+def test_a_retry_then_a_new_batch_writes_nothing(tmp_path):
+    log = open_log(tmp_path)
+    log.append_batches(produced([(b"a", b"0")], seq=0))
+    info = log.append_batches(produced([(b"a", b"0")], seq=0)
+                              + produced([(b"b", b"1")], pid=OTHER, seq=0))
+    assert info.duplicate and (info.first_offset, info.last_offset) == (0, 0)
+    assert log.log_end_offset == 1
+    log.close()
+
+
+def test_the_same_new_batch_twice_is_out_of_order_and_writes_nothing(tmp_path):
+    log = open_log(tmp_path)
+    log.append_batches(produced([(b"a", b"0")], seq=0))
+    batch = produced([(b"b", b"1")], seq=1)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batches(batch + batch)
+    assert log.log_end_offset == 1
+    assert not log.append_batches(batch).duplicate   # the state did not move
+    assert log.log_end_offset == 2
+    log.close()
+
+
+# -- 5. a retry against a full active segment -------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["append_batches", "append"])
+def test_a_retry_against_a_full_segment_rolls_first(tmp_path, api):
+    """Kafka rolls (``maybeRoll``, which takes the producer snapshot at the new base)
+    before it finds the retry: the roll happens, the retry is answered, nothing is
+    written."""
+    log = open_log(tmp_path, segment_bytes=300)
+    records = [(b"k", b"v" * 60)]
+    log.append_batches(produced(records, seq=0))
+    log.append_batches(produced(records, seq=1))   # the segment is full now
+    assert len(log.segments) == 1 and snapshot_offsets(tmp_path) == []
+    if api == "append":
+        info = log.append(records, producer_id=PID, producer_epoch=0, base_sequence=1,
+                          timestamp=Clock()())
+    else:
+        info = log.append_batches(produced(records, seq=1))
+    assert info.duplicate and info.first_offset == 1
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    assert log.segments[-1].size == 0 and log.log_end_offset == 2
+    assert snapshot_offsets(tmp_path) == [2]
+    log.close()
+
+
+def test_a_retry_under_a_new_leader_epoch_assigns_the_epoch_as_kafka_does(tmp_path):
+    """Kafka assigns the leader epoch of the validated batches before it finds the
+    retry (``assignEpochStartOffset`` precedes ``analyzeAndValidateProducerState``)."""
+    log = open_log(tmp_path)
+    log.append_batches(produced([(b"k", b"v")]), leader_epoch=1)
+    info = log.append_batches(produced([(b"k", b"v")]), leader_epoch=2)
+    assert info.duplicate and log.log_end_offset == 1
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] \
+        == [(1, 0), (2, 1)]
     log.close()
