@@ -533,10 +533,11 @@ class Log:
         given, is stamped into each batch as the partition leader epoch. An entry
         larger than ``max.message.bytes`` is refused.
 
-        Batches with a producer id go through the producer state as in Kafka: a retry
-        of one of the producer's last five batches (same epoch and sequence range) is
-        not written again and is answered with its original offsets (``duplicate``
-        set); a sequence that does not follow, a fenced producer epoch or a
+        Batches with a producer id go through the producer state as in Kafka, after
+        validation (a retry is validated too): a retry of one of the producer's last
+        five batches (same epoch and sequence range, against the state before the call)
+        ends the call, nothing of it written, answered with the retried batch's original
+        offsets (``duplicate`` set); a sequence that does not follow, a fenced producer epoch or a
         non-transactional batch inside an open transaction is refused
         (:class:`~kafkastore.errors.OutOfOrderSequenceError`,
         :class:`~kafkastore.errors.InvalidProducerEpochError`,
