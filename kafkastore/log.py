@@ -537,8 +537,8 @@ class Log:
         validation (a retry is validated too): a retry of one of the producer's last
         five batches (same epoch and sequence range, against the state before the call)
         ends the call, nothing of it written, answered with the retried batch's original
-        offsets (``duplicate`` set); a sequence that does not follow, a fenced producer epoch or a
-        non-transactional batch inside an open transaction is refused
+        offsets (``duplicate`` set); a sequence that does not follow, a fenced producer
+        epoch or a non-transactional batch inside an open transaction is refused
         (:class:`~kafkastore.errors.OutOfOrderSequenceError`,
         :class:`~kafkastore.errors.InvalidProducerEpochError`,
         :class:`~kafkastore.errors.InvalidTxnStateError`) before anything of the call is
