@@ -46,8 +46,8 @@ import io
 import json
 import sys
 
-from kafkastore._cli_uri import _one_line
-from kafkastore.cli import (
+from kafkastore.cli.uri import _one_line
+from kafkastore.cli.local import (
     EXIT_OK,
     EXIT_PROBLEM,
     UsageError,

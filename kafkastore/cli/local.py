@@ -93,7 +93,7 @@ def _is_uri(path: str) -> bool:
 def _tiered(args: argparse.Namespace, command: str):
     """``--tiered``: the command run on a tiered-storage copy (:mod:`kafkastore._cli_tiered`);
     None without it."""
-    from kafkastore import _cli_tiered
+    from kafkastore.cli import tiered as _cli_tiered
 
     return _cli_tiered.run(args, command) if _cli_tiered.check_flags(args) else None
 
@@ -260,7 +260,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     if (code := _tiered(args, "describe")) is not None:
         return code
     if _is_uri(args.directory):
-        from kafkastore._cli_uri import describe_uri
+        from kafkastore.cli.uri import describe_uri
 
         rows, note = describe_uri(args)
         return _print_describe(args, rows, note)
@@ -443,7 +443,7 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     if (code := _tiered(args, "consume")) is not None:
         return code
     if _is_uri(args.directory):
-        from kafkastore._cli_uri import consume_uri
+        from kafkastore.cli.uri import consume_uri
 
         return consume_uri(args)
     _check_local_storage_options(args)
@@ -538,7 +538,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             raise UsageError(f"--repair needs a local directory: it rewrites the files "
                              f"(truncates, rebuilds indexes), which {args.directory} is "
                              "not; verify it without --repair, or repair a local copy")
-        from kafkastore._cli_uri import verify_uri
+        from kafkastore.cli.uri import verify_uri
 
         return verify_uri(args)
     _check_local_storage_options(args)
@@ -804,7 +804,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version",
                         version=f"kafkastore {__version__} ({BACKEND} kernels)")
     sub = parser.add_subparsers(dest="command", required=True)
-    from kafkastore import _cli_tiered
+    from kafkastore.cli import tiered as _cli_tiered
     demo = sub.add_parser(
         "demo", help="a tour of the commands on a local log directory: produce, describe, "
         "consume, dump-log, verify, a simulated crash and its repair, compact",

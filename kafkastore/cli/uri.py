@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kafkastore.cli import (
+from kafkastore.cli.local import (
     EXIT_OK,
     EXIT_PROBLEM,
     UsageError,
