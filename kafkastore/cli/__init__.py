@@ -19,24 +19,9 @@ store. With ``--tiered`` they read a tiered-storage (KIP-405) copy instead, and
 from Python; :data:`EXIT_OK`, :data:`EXIT_PROBLEM` and :data:`EXIT_USAGE` are its exit
 codes (0, 1, 2).
 
-The package is one module per family of commands, over one module of what they share,
-under the module that assembles them (``pyproject.toml``'s import-linter contracts keep
-it so; no family imports another):
-
-``app``
-    :func:`main` and the parser: the families registered in order.
-``local``
-    the commands on a local log directory (``dump-log``, ``describe``, ``produce``,
-    ``consume``, ``verify``, ``compact``, ``retention``).
-``uri``
-    the read commands on a log directory named by a URI.
-``tiered``
-    the read commands with ``--tiered``, and ``kafkastore tiered export|upload``.
-``demo``, ``bench``
-    the tour and the benchmark.
-``shared``
-    exit codes, usage errors, the argument helpers, the progress bar, and what the read
-    commands print the same way whatever the source.
+The package is one module per family of commands (``local``, ``uri``, ``tiered``,
+``demo``, ``bench``) over ``shared``, what they share, under ``app``, which assembles them;
+no family imports another. ``docs/development.rst`` ("The command line") maps it.
 """
 
 from kafkastore.cli.app import main
