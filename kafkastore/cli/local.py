@@ -21,7 +21,6 @@ import sys
 from kafkastore import _fileio
 from kafkastore.cli.shared import (
     EXIT_OK,
-    EXIT_PROBLEM,
     CommandLine,
     Progress,
     UsageError,
@@ -35,7 +34,9 @@ from kafkastore.cli.shared import (
     parse_storage_options,
     partition_dirs,
     print_describe,
+    print_verified,
     scan_log,
+    scan_problem,
     segment_paths,
     storage_option,
 )
@@ -367,14 +368,10 @@ def _cmd_verify(args: argparse.Namespace, read) -> int:
     try:
         for tp, path in partitions:
             for base, seg in segment_paths(path):
-                entries, valid, size, error = _scan_file(seg, progress=progress)
-                if error is not None:
+                _entries, valid, size, error = _scan_file(seg, progress=progress)
+                if (line := scan_problem(seg, valid, size, error)) is not None:
                     problems += 1
-                    print(f"{seg}: corrupt entry at position {valid}: {error}")
-                elif valid < size:
-                    problems += 1
-                    print(f"{seg}: {size - valid} bytes of a partial entry at the end "
-                          f"(position {valid})")
+                    print(line)
                 for cls, suffix in ((OffsetIndex, ".index"), (TimeIndex, ".timeindex")):
                     index_path = seg[:-4] + suffix
                     if not os.path.exists(index_path):
@@ -395,9 +392,7 @@ def _cmd_verify(args: argparse.Namespace, read) -> int:
         progress.close()
     if problems and args.repair:
         return _repair(args, partitions)
-    print(f"verified {len(partitions)} partitions: "
-          + ("no problems" if not problems else f"{problems} problem(s)"))
-    return EXIT_PROBLEM if problems else EXIT_OK
+    return print_verified(len(partitions), problems)
 
 
 def _repair(args: argparse.Namespace, partitions) -> int:

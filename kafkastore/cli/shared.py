@@ -33,7 +33,8 @@ __all__ = [
     "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "UsageError",
     "CommandLine", "config_option", "storage_option", "tiered_options",
     "parse_settings", "parse_storage_options", "open_storage", "is_uri", "one_line",
-    "log_dir", "partition_dirs", "segment_paths", "Progress", "scan_log",
+    "log_dir", "partition_dirs", "segment_paths", "Progress", "scan_log", "scan_problem",
+    "print_verified",
     "cleanup_policies", "describe_row", "print_describe", "consume_log",
 ]
 
@@ -265,6 +266,25 @@ def scan_log(read, size: int, *, validate: bool = True, progress: Progress | Non
         if chunk.error is not None:
             error = chunk.error
     return entries, valid, size, error
+
+
+def scan_problem(shown: str, valid: int, size: int, error, at: str | None = None) -> str | None:
+    """``verify``'s line for a ``.log`` (named ``shown``) whose :func:`scan_log` stopped
+    before its end: a corrupt entry, or a partial one at the end; None when it did not.
+    ``at`` says where (default ``position <valid>``)."""
+    at = f"position {valid}" if at is None else at
+    if error is not None:
+        return f"{shown}: corrupt entry at {at}: {error}"
+    if valid < size:
+        return f"{shown}: {size - valid} bytes of a partial entry at the end ({at})"
+    return None
+
+
+def print_verified(partitions: int, problems: int, what: str = "") -> int:
+    """``verify``'s last line, and its exit code."""
+    print(f"verified {partitions} partitions{what}: "
+          + ("no problems" if not problems else f"{problems} problem(s)"))
+    return EXIT_PROBLEM if problems else EXIT_OK
 
 
 def cleanup_policies(args: argparse.Namespace, topics) -> tuple[dict, str | None]:

@@ -50,7 +50,6 @@ import sys
 
 from kafkastore.cli.shared import (
     EXIT_OK,
-    EXIT_PROBLEM,
     CommandLine,
     UsageError,
     cleanup_policies,
@@ -60,7 +59,9 @@ from kafkastore.cli.shared import (
     open_storage,
     parse_storage_options,
     print_describe,
+    print_verified,
     scan_log,
+    scan_problem,
     storage_option,
     tiered_options,
 )
@@ -400,11 +401,8 @@ class _Verifier:
             chunk = m.chunk_index.find(position)
             return f"position {position}" + ("" if chunk is None else f" (chunk {chunk.id})")
 
-        if error is not None:
-            self.say(f"{uri}: corrupt entry at {where(valid)}: {error}")
-        elif valid < size:
-            self.say(f"{uri}: {size - valid} bytes of a partial entry at the end "
-                     f"({where(valid)})")
+        if (line := scan_problem(uri, valid, size, error, where(valid))) is not None:
+            self.say(line)
         prev = seg.start_offset - 1
         for position, _size, magic, base, last, _ts in entries:
             if magic < 2:
@@ -494,9 +492,7 @@ def verify_tiered(args: argparse.Namespace) -> int:
                 check.say(_line(exc, objs.prefix))
             for seg in served:
                 check.segment(tp, seg)
-    print(f"verified {len(parts)} partitions of the tiered copy: "
-          + ("no problems" if not check.problems else f"{check.problems} problem(s)"))
-    return EXIT_PROBLEM if check.problems else EXIT_OK
+    return print_verified(len(parts), check.problems, " of the tiered copy")
 
 
 # -- kafkastore tiered export | upload ----------------------------------------------------

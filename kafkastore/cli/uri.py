@@ -30,7 +30,6 @@ import sys
 
 from kafkastore.cli.shared import (
     EXIT_OK,
-    EXIT_PROBLEM,
     CommandLine,
     Progress,
     UsageError,
@@ -43,7 +42,9 @@ from kafkastore.cli.shared import (
     parse_settings,
     parse_storage_options,
     print_describe,
+    print_verified,
     scan_log,
+    scan_problem,
 )
 from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
 
@@ -201,14 +202,10 @@ def verify_uri(args: argparse.Namespace) -> int:
                 for base, _size, path in segments:
                     name = d.storage.basename(path)
                     shown = d.shown(tp, name)
-                    entries, valid, size, error = d.scan(path, progress=progress)
-                    if error is not None:
+                    _entries, valid, size, error = d.scan(path, progress=progress)
+                    if (line := scan_problem(shown, valid, size, error)) is not None:
                         problems += 1
-                        print(f"{shown}: corrupt entry at position {valid}: {error}")
-                    elif valid < size:
-                        problems += 1
-                        print(f"{shown}: {size - valid} bytes of a partial entry at the end "
-                              f"(position {valid})")
+                        print(line)
                     for cls, suffix in ((OffsetIndexView, ".index"),
                                         (TimeIndexView, ".timeindex")):
                         index_shown = shown[:-4] + suffix
@@ -224,6 +221,4 @@ def verify_uri(args: argparse.Namespace) -> int:
                             print(f"{index_shown}: {exc}")
         finally:
             progress.close()
-    print(f"verified {len(parts)} partitions: "
-          + ("no problems" if not problems else f"{problems} problem(s)"))
-    return EXIT_PROBLEM if problems else EXIT_OK
+    return print_verified(len(parts), problems)
