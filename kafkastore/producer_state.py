@@ -54,9 +54,7 @@ import crc32c
 
 from kafkastore import _fileio
 from kafkastore.batch_header import (
-    ATTRIBUTES_OFFSET,
     CONTROL_MASK,
-    INT16,
     INT64,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -796,15 +794,6 @@ class ProducerStateManager:
 
     # -- an append's checks (Kafka's analyzeAndValidateProducerState) ------------------
 
-    def find_duplicate(self, header, shadow: dict | None) -> BatchMetadata | None:
-        """The metadata of the batch that the v2 batch whose first 61 bytes are ``header``
-        retries, or None (Kafka's ``findDuplicateBatch`` against the producer's last five
-        batches, as ``shadow`` (producer id -> entry) or the state leaves them)."""
-        if INT16.unpack_from(header, ATTRIBUTES_OFFSET)[0] & CONTROL_MASK:
-            return None   # a marker is never a retry (and the validator refuses a client's)
-        batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
-        return None if batch is None else self.duplicate_of(batch, shadow)
-
     def duplicate_of(self, batch: ProducerBatch, shadow: dict | None = None
                      ) -> BatchMetadata | None:
         """The metadata of the batch that data batch ``batch`` retries, or None."""
@@ -864,13 +853,24 @@ class ProducerStateManager:
         return [(info, None) for info in infos.values()] + [(None, t) for t in completed]
 
     def apply(self, updates, on_completed: Callable[[CompletedTxn, int], None]) -> None:
-        """Kafka's step after ``LogSegment.append``: apply the append infos of
-        :meth:`analyze` / :meth:`replication_updates`, then complete each transaction a
-        marker ended, ``on_completed(txn, lso)`` first (the segment writes an aborted
-        one's ``.txnindex`` entry)."""
+        """Kafka's step after ``LogSegment.append``: :meth:`record_updates`, then
+        :meth:`complete_txns`."""
+        self.record_updates(updates)
+        self.complete_txns(updates, on_completed)
+
+    def record_updates(self, updates) -> None:
+        """Apply the append infos of :meth:`analyze` / :meth:`replication_updates`
+        (Kafka's ``producerStateManager.update`` per producer of the append): the
+        transactions they begin become unstable here."""
         for info, _completed in updates:
             if info is not None:
                 self.update(info)
+
+    def complete_txns(self, updates, on_completed: Callable[[CompletedTxn, int], None]
+                      ) -> None:
+        """Complete each transaction a marker of ``updates`` ended,
+        ``on_completed(txn, lso)`` first (the segment writes an aborted one's
+        ``.txnindex`` entry)."""
         for _info, completed in updates:
             if completed is not None:
                 on_completed(completed, self.last_stable_offset(completed))
