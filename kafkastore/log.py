@@ -157,8 +157,8 @@ class Log:
     finished or rolled back on open; ``leader-epoch-checkpoint`` holds the partition's
     leader epochs (:class:`~kafkastore.leader_epoch.LeaderEpochFileCache`: created empty
     on open, as Kafka does, and written whenever the epochs change); ``<offset>.snapshot``
-    files hold the producer
-    state (:class:`~kafkastore.producer_state.ProducerStateManager`: one per segment base,
+    files hold the producer state
+    (:class:`~kafkastore.producer_state.ProducerStateManager`: one per segment base,
     written on roll, and one at the log end offset, written on close) and a segment's
     ``.txnindex`` its aborted transactions (:class:`~kafkastore.txn_index.TransactionIndex`).
     A :class:`Log` opened on its own also
