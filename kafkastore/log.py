@@ -13,6 +13,7 @@ retention) happens when the caller, or the ``LogManager``, calls in.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 import time
@@ -110,6 +111,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 _INT_MAX = (1 << 31) - 1
+logger = logging.getLogger("kafkastore.log")
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 
 
@@ -153,9 +155,10 @@ class Log:
     ``.deleted`` files wait for deletion after ``file.delete.delay.ms``;
     ``.cleaned`` and ``.swap`` files are the cleaner's crash-safe swap,
     finished or rolled back on open; ``leader-epoch-checkpoint`` holds the partition's
-    leader epochs (:class:`~kafkastore.leader_epoch.LeaderEpochFileCache`, written once
-    an appended batch carries an epoch); ``<offset>.snapshot`` files hold the producer
-    state (:class:`~kafkastore.producer_state.ProducerStateManager`: one per segment base,
+    leader epochs (:class:`~kafkastore.leader_epoch.LeaderEpochFileCache`: created empty
+    on open, as Kafka does, and written whenever the epochs change); ``<offset>.snapshot``
+    files hold the producer state
+    (:class:`~kafkastore.producer_state.ProducerStateManager`: one per segment base,
     written on roll, and one at the log end offset, written on close) and a segment's
     ``.txnindex`` its aborted transactions (:class:`~kafkastore.txn_index.TransactionIndex`).
     A :class:`Log` opened on its own also
@@ -728,13 +731,14 @@ class Log:
         # a legacy wrapper's first offset is unknown without inflating it: Kafka rolls
         # at lastOffset - Integer.MAX_VALUE (then max with the LEO)
         roll_offset = lasts[-1] - _INT_MAX if magics[0] < 2 else None
-        updates = self._producers.replication_updates(view, positions, sizes) \
-            if magics[0] >= 2 else None
+        if min(magics) >= 2:
+            updates = self._producers.replication_updates(view, positions, sizes)
+        else:   # (legacy entries carry no producer state: only the v2 batches among them)
+            v2 = [i for i in range(len(positions)) if magics[i] >= 2]
+            updates = self._producers.replication_updates(
+                view, [positions[i] for i in v2], [sizes[i] for i in v2]) if v2 else None
         try:
-            if magics[0] >= 2:
-                for i in range(len(positions)):
-                    pos = positions[i]
-                    self._assign_epoch(view[pos:pos + RECORD_BATCH_OVERHEAD], bases[i])
+            self._follower_epochs(view, positions, magics, bases)
             self._append_set(view[:valid_bytes], first, lasts[-1], max_ts, shallow,
                              valid_bytes, now, roll_offset, updates)
         except OSError as exc:
@@ -742,6 +746,23 @@ class Log:
         return _tuple_new(LogAppendInfo, (first, lasts[-1], max_ts, shallow, -1,
                                           local.log_start_offset, valid_bytes,
                                           len(positions), False))
+
+    def _follower_epochs(self, view, positions, magics, bases) -> None:
+        """Kafka's ``UnifiedLog.append`` step "update the epoch cache with the epoch
+        stamped onto the message by the leader", batch by batch: a v2 batch's epoch is
+        assigned from its base offset; a legacy (magic 0/1) batch, a regression of the
+        message format, clears a non-empty cache and flushes it (``clearAndFlush``: the
+        checkpoint becomes ``0\\n0\\n``), so truncation falls back to the high watermark
+        after the next leader election."""
+        epochs = self._epochs
+        for i in range(len(positions)):
+            if magics[i] >= 2:
+                pos = positions[i]
+                self._assign_epoch(view[pos:pos + RECORD_BATCH_OVERHEAD], bases[i])
+            elif epochs.latest_entry() is not None:
+                logger.warning("Clearing leader epoch cache of %s after unexpected append "
+                               "with message format v%d", self.dir, magics[i])
+                epochs.clear_and_flush()
 
     def _check_batch_size(self, size: int, position: int) -> None:
         limit = self._config.max_message_bytes
@@ -1009,11 +1030,18 @@ class Log:
             self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Kafka's ``UnifiedLog.truncateFullyAndStartAt``: the local log emptied at
+        ``new_offset``, the epochs cleared and flushed, the producer state emptied
+        (every snapshot deleted), then ``rebuildProducerState(newOffset)``. The rebuild
+        finds the map already at ``new_offset`` and, with no snapshot left, sets the last
+        snapshot offset to the log start offset (``onLogStartOffsetIncremented``): no
+        ``<new_offset>.snapshot`` is written, not then and not at :meth:`close`."""
         local = self._local
         self._note_truncation(min(new_offset, local.next_offset))
-        self._epochs.clear()
-        local.truncate_fully_and_start_at(new_offset)
+        local.truncate_fully_and_start_at(new_offset)   # (log start offset = new_offset)
+        self._epochs.clear_and_flush()
         self._producers.truncate_fully_and_start_at(new_offset)
+        log_loader.rebuild_producer_state(self, self._producers, new_offset, False)
         _fileio.fs.fsync_dir(self.dir)
 
     @_storage_op("deletion of records")

@@ -79,6 +79,7 @@ from _reliability import tiered
 
 from kafkastore.config import LogConfig
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
+from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME
 from kafkastore.log import Log
 from kafkastore.records import scan_batches
 
@@ -355,9 +356,11 @@ def _segment_of(o: Original, name: str) -> tuple[int, str]:
 
 def _segment_files(o: Original):
     """``(name, original bytes, segment index, suffix)`` of each file a sweep damages:
-    the segments' files, not the hidden ones (the clean-shutdown marker)."""
+    the segments' files, not the hidden ones (the clean-shutdown marker) nor the empty
+    ``leader-epoch-checkpoint`` every open creates, as Kafka's does (no segment's, no
+    bytes to change; damaged checkpoints are tests/test_checkpoint.py's)."""
     for name, data in o.files.items():
-        if not name.startswith("."):
+        if not name.startswith(".") and name != LEADER_EPOCH_CHECKPOINT_FILENAME:
             yield (name, data, *_segment_of(o, name))
 
 
