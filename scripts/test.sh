@@ -8,9 +8,17 @@
 #    otherwise a wheel built from this source tree (pip install ".[test]").
 # 3. Runs pytest from an empty temporary directory, so `import kafkastore` finds the
 #    installed package and never ./kafkastore (conftest.py double-checks this):
-#      - compiled backend:  KAFKASTORE_EXPECT_BACKEND=cython
-#      - pure backend:      KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python
-#    KAFKASTORE_BACKENDS="python" runs only the second (e.g. for a pure wheel).
+#      - compiled backend:  KAFKASTORE_EXPECT_BACKEND=cython, every test
+#      - pure backend:      KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python,
+#                           with --kernel-tests-only: the tests whose outcome the kernels
+#                           can decide. The same_python families (Spark, object storage,
+#                           the CLI end to end, bench, modules without a kernel; listed in
+#                           tests/_selection.py SAME_PYTHON, reasons in docs/development.rst)
+#                           run the same Python on either backend and run once, compiled.
+#                           pytest counts them as deselected and names the families.
+#    KAFKASTORE_BACKENDS="python" runs only the second (e.g. for a pure wheel): then the
+#    pure run takes every test, since nothing else runs the same_python ones.
+#    KAFKASTORE_PURE_SELECTION=all runs every test on the pure backend too.
 #
 # Arguments go to pytest. Paths among them are taken relative to the caller's directory;
 # without any, the whole tests/ directory runs. Exits non-zero if any run failed or
@@ -20,6 +28,14 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${KAFKASTORE_VENV:-.venv}"
 BACKENDS="${KAFKASTORE_BACKENDS:-cython python}"
+PURE_SELECTION="${KAFKASTORE_PURE_SELECTION:-kernels}"
+case "$PURE_SELECTION" in
+    kernels|all) ;;
+    *) echo "test.sh: KAFKASTORE_PURE_SELECTION=$PURE_SELECTION: expected kernels or all" >&2
+       exit 2 ;;
+esac
+# The same_python tests run once: on the compiled backend when it runs.
+case " $BACKENDS " in *" cython "*) ;; *) PURE_SELECTION=all ;; esac
 
 # Resolve relative paths against the caller's directory before we cd anywhere.
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
@@ -80,22 +96,29 @@ esac
 status=0
 summary=()
 for backend in $BACKENDS; do
+    selection=()
     case "$backend" in
         cython) env=(KAFKASTORE_EXPECT_BACKEND=cython) ;;
-        python) env=(KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python) ;;
+        python) env=(KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python)
+                [ "$PURE_SELECTION" = all ] || selection=(--kernel-tests-only) ;;
         *) echo "test.sh: unknown backend '$backend' in KAFKASTORE_BACKENDS" >&2; exit 2 ;;
     esac
     echo
-    echo "test.sh: ==== backend=$backend: ${env[*]} pytest ${args[*]}"
+    echo "test.sh: ==== backend=$backend: ${env[*]} pytest ${selection[*]} ${args[*]}"
+    if [ "${#selection[@]}" -gt 0 ]; then
+        echo "test.sh: the pure backend reruns the tests whose outcome the kernels can decide;"
+        echo "test.sh: the same_python ones ran on the compiled backend (they are counted as"
+        echo "test.sh: deselected below; KAFKASTORE_PURE_SELECTION=all runs them here too)"
+    fi
     start=$SECONDS
     rc=0
     env "${env[@]}" KAFKASTORE_REQUIRE_INSTALLED=1 \
         "$VENV/bin/pytest" -p no:cacheprovider -c "$REPO/pyproject.toml" --rootdir "$REPO" \
-        "${args[@]}" || rc=$?
+        ${selection[@]+"${selection[@]}"} "${args[@]}" || rc=$?
     if [ "$rc" -eq 5 ]; then
         echo "test.sh: backend=$backend collected no tests (pytest exit 5): counted as a failure" >&2
     fi
-    line="backend=$backend: pytest exit $rc in $((SECONDS - start))s"
+    line="backend=$backend${selection[*]:+ (${selection[*]})}: pytest exit $rc in $((SECONDS - start))s"
     if [ "$rc" -eq 0 ]; then
         line="PASS $line"
     else
