@@ -23,6 +23,11 @@ Command-line option added here:
     SAME_PYTHON: their outcome does not depend on the backend). scripts/test.sh passes it
     to the pure-backend run; the deselected tests are counted in pytest's summary ("N
     deselected") and named by family in the terminal summary.
+--kernel-impl=cython|python
+    of the tests parametrised over both implementations of a kernel (the ``impl``
+    fixture, test_column_encode.py's ``enc``), keep the one given and deselect the other.
+    .ci/run's sanitizer step keeps ``cython``: ASan and UBSan instrument the compiled
+    kernels, and the pure twins' cases run on both backends' ordinary runs.
 """
 
 from __future__ import annotations
@@ -102,11 +107,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 _SAME_PYTHON_DESELECTED = pytest.StashKey[dict]()   # family -> tests deselected
 
+#: Fixtures parametrised over the kernel implementations ("cython", "python").
+IMPL_FIXTURES = ("impl", "enc")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--kernel-tests-only", action="store_true", default=False,
         help="deselect the tests marked same_python (tests/_selection.py SAME_PYTHON): the pure"
              " backend's run in scripts/test.sh")
+    parser.addoption(
+        "--kernel-impl", choices=tuple(IMPL_PACKAGES), default=None,
+        help="run only this implementation's cases of the tests parametrised over both"
+             " (fixtures impl, enc); the other's are deselected (.ci/run's sanitizer step)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -116,12 +129,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # marks exist before pytest's own -m deselection runs.
     benchmarks = Path(__file__).resolve().parent / "benchmarks"
     kernel_tests_only = config.getoption("--kernel-tests-only")
+    only_impl = config.getoption("--kernel-impl")
     kept, deselected = [], []
     families: dict[str, int] = {}
     for item in items:
         path = Path(str(item.path)).resolve()
         if path.is_relative_to(benchmarks) or "benchmark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.benchmark)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if only_impl and any(params.get(name, only_impl) != only_impl
+                             for name in IMPL_FIXTURES):
+            deselected.append(item)
+            continue
         family = same_python_family(path)
         if family is not None:
             item.add_marker(pytest.mark.same_python)

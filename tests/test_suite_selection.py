@@ -49,25 +49,36 @@ def test_the_table_marks_files_and_directories(rel, family):
     assert same_python_family(TESTS / rel) == family
 
 
-def test_kernel_tests_only_deselects_and_counts_them():
-    """A collection of one excluded and one kept file: the excluded file's tests are
-    deselected (pytest counts them) and the summary names the family."""
+def _collect(*args):
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only",
             "-q", "--rootdir", str(TESTS.parent), "-c", str(TESTS.parent / "pyproject.toml"),
-            str(TESTS / "test_bench_tiered.py"), str(TESTS / "test_leader_epoch.py")]
-    every = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600,
-                           cwd=TESTS.parent)
-    kernels = subprocess.run([*argv, "--kernel-tests-only"], capture_output=True, text=True,
-                             env=env, timeout=600, cwd=TESTS.parent)
-    assert every.returncode == 0 and kernels.returncode == 0, every.stdout + kernels.stdout
+            *args]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600,
+                          cwd=TESTS.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, [line for line in done.stdout.splitlines() if "::" in line]
 
-    def ids(out):
-        return [line for line in out.splitlines() if "::" in line]
 
-    bench = [i for i in ids(every.stdout) if "test_bench_tiered.py" in i]
-    epoch = [i for i in ids(every.stdout) if "test_leader_epoch.py" in i]
+def test_kernel_impl_keeps_one_implementation_of_the_parametrised_tests():
+    files = [str(TESTS / "kernels" / "test_entry_walk.py"),
+             str(TESTS / "kernels" / "test_column_encode.py")]
+    _, every = _collect(*files)
+    out, compiled = _collect("--kernel-impl=cython", *files)
+    pure = [i for i in every if "[python" in i or "-python]" in i or "-python-" in i]
+    assert pure and compiled and set(compiled) == set(every) - set(pure)
+    assert f"{len(pure)} deselected" in out
+
+
+def test_kernel_tests_only_deselects_and_counts_them():
+    """A collection of one excluded and one kept file: the excluded file's tests are
+    deselected (pytest counts them) and the summary names the family."""
+    files = [str(TESTS / "test_bench_tiered.py"), str(TESTS / "test_leader_epoch.py")]
+    _, every = _collect(*files)
+    out, kept = _collect("--kernel-tests-only", *files)
+    bench = [i for i in every if "test_bench_tiered.py" in i]
+    epoch = [i for i in every if "test_leader_epoch.py" in i]
     assert bench and epoch
-    assert ids(kernels.stdout) == epoch
-    assert f"{len(bench)} same_python tests deselected ({len(bench)} bench)" in kernels.stdout
-    assert f"{len(bench)} deselected" in kernels.stdout
+    assert kept == epoch
+    assert f"{len(bench)} same_python tests deselected ({len(bench)} bench)" in out
+    assert f"{len(bench)} deselected" in out
