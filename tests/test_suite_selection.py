@@ -82,3 +82,16 @@ def test_kernel_tests_only_deselects_and_counts_them():
     assert kept == epoch
     assert f"{len(bench)} same_python tests deselected ({len(bench)} bench)" in out
     assert f"{len(bench)} deselected" in out
+
+
+def test_a_pure_run_of_same_python_tests_only_passes_with_nothing_left():
+    """``scripts/test.sh tests/spark``: the pure run deselects everything; that is the
+    selection working (exit 0), not pytest's "no tests collected" (exit 5)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir",
+         str(TESTS.parent), "-c", str(TESTS.parent / "pyproject.toml"), "--kernel-tests-only",
+         str(TESTS / "test_bench_tiered.py")],
+        capture_output=True, text=True, env=env, timeout=600, cwd=TESTS.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "same_python tests deselected (" in done.stdout and " passed" not in done.stdout
