@@ -517,7 +517,7 @@ class Log:
                                           last, max_ts, is_transactional, False, None)
                     duplicate = self._producers.duplicate_of(batch)
                     if duplicate is not None:
-                        return self._duplicate_info(duplicate, size, 1)
+                        return self._duplicate_info(duplicate, max_ts, last, size, 1)
                     updates = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
                 self._append_set(data, first, last, max_ts, last, size, now, None, updates,
                                  segment)
@@ -633,17 +633,19 @@ class Log:
             p = produces[0]
             segment = self._maybe_roll(len(p.data), p.max_timestamp, p.last_offset, now,
                                        p.first_offset)
+            max_ts, shallow = -1, p.last_offset   # (validation's, over every produce)
+            for q in produces:
+                if q.max_timestamp > max_ts:
+                    max_ts, shallow = q.max_timestamp, q.shallow_offset_of_max_timestamp
             updates = self._analyze_producers(produces, origin)
             if type(updates) is BatchMetadata:
-                return self._duplicate_info(updates, valid_bytes, len(positions))
-            max_ts, shallow = -1, p.last_offset
+                return self._duplicate_info(updates, max_ts, shallow, valid_bytes,
+                                            len(positions))
             for p, update in zip(produces, updates):
                 self._append_set(p.data, p.first_offset, p.last_offset, p.max_timestamp,
                                  p.shallow_offset_of_max_timestamp, len(p.data), now, None,
                                  update, segment)
                 segment = None
-                if p.max_timestamp > max_ts:
-                    max_ts, shallow = p.max_timestamp, p.shallow_offset_of_max_timestamp
         except OSError as exc:
             _raise_storage_error(exc, "append", self.dir)
         log_append = validator.log_append_time
@@ -679,11 +681,17 @@ class Log:
 
     # -- producer state of an append ----------------------------------------------------
 
-    def _duplicate_info(self, duplicate, valid_bytes: int, num_batches: int) -> LogAppendInfo:
-        """What Kafka answers a retried batch with: its original offsets."""
-        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
-                             duplicate.last_offset, duplicate.timestamp,
-                             self._local.log_start_offset, valid_bytes, num_batches, True)
+    def _duplicate_info(self, duplicate, max_ts: int, shallow: int, valid_bytes: int,
+                        num_batches: int) -> LogAppendInfo:
+        """What Kafka answers a retried batch with (``UnifiedLog.append``, its
+        ``maybeDuplicate`` case): the first and last offsets of the batch it retries, that
+        batch's timestamp as the log append time (whatever the timestamp type) and the
+        log start offset now; the max timestamp and its shallow offset stay as the
+        validation of the retry set them (``max_ts``, ``shallow``: offsets counted from
+        the log end), and so do the valid bytes and the batch count."""
+        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, max_ts, shallow,
+                             duplicate.timestamp, self._local.log_start_offset, valid_bytes,
+                             num_batches, True)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | int | str, *,
