@@ -12,6 +12,7 @@ retention) happens when the caller, or the ``LogManager``, calls in.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -205,6 +206,10 @@ class Log:
         self._producers: ProducerStateManager | None = None
         self._pending_snapshot_deletes: list[tuple[int, str]] = []
         self._recovered_segments = False   # (a scratch producer state wrote snapshots)
+        # odd while a truncation moves the end and rebuilds the producer state, bumped
+        # at its start and end: a lock-free reader of the LSO that sees it odd or moved
+        # reads again under the lock (a sequence lock; see _changing_state)
+        self._state_changes = 0
 
     # -- opening -----------------------------------------------------------
 
@@ -343,16 +348,37 @@ class Log:
         its append and producer-state update are done). An append records a transaction
         it begins in the producer state before it moves the log end (:meth:`_append_set`),
         so the end is read first: a transaction begun below the end read is in the first
-        unstable offset read after it (or already decided)."""
+        unstable offset read after it (or already decided). A truncation changes both out
+        of that order (the end first, then the state emptied and rebuilt): a read that
+        overlaps one takes the lock (see :meth:`_changing_state`)."""
+        changes = self._state_changes
         end = self._local.next_offset
-        first = self.first_unstable_offset
+        first = self._first_unstable()
+        if changes & 1 or changes != self._state_changes:
+            # a truncation moved the end and rebuilds the producer state (emptied, then
+            # reloaded): its values in between are no LSO. Kafka's readers see the first
+            # unstable offset only as maybeIncrementFirstUnstableOffset publishes it,
+            # after UnifiedLog.truncateTo's rebuildProducerState, under the log's lock;
+            # here the reader waits for the lock, and so for the truncation to end
+            with self._lock:
+                end = self._local.next_offset
+                first = self._first_unstable()
         return end if first is None or first > end else first
 
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, lower-bounded by the log start
         offset as Kafka's ``maybeIncrementFirstUnstableOffset`` bounds it (a transaction
-        whose first batches went to DeleteRecords or retention), or None."""
+        whose first batches went to DeleteRecords or retention), or None. Lock-free; a
+        read overlapping a truncation takes the lock (as :attr:`last_stable_offset`)."""
+        changes = self._state_changes
+        first = self._first_unstable()
+        if changes & 1 or changes != self._state_changes:
+            with self._lock:
+                return self._first_unstable()
+        return first
+
+    def _first_unstable(self) -> int | None:
         first = self._producers.first_unstable_offset()
         return None if first is None else max(first, self._local.log_start_offset)
 
@@ -517,7 +543,7 @@ class Log:
                                           last, max_ts, is_transactional, False, None)
                     duplicate = self._producers.duplicate_of(batch)
                     if duplicate is not None:
-                        return self._duplicate_info(duplicate, size, 1)
+                        return self._duplicate_info(duplicate, max_ts, last, size, 1)
                     updates = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
                 self._append_set(data, first, last, max_ts, last, size, now, None, updates,
                                  segment)
@@ -633,17 +659,19 @@ class Log:
             p = produces[0]
             segment = self._maybe_roll(len(p.data), p.max_timestamp, p.last_offset, now,
                                        p.first_offset)
+            max_ts, shallow = -1, p.last_offset   # (validation's, over every produce)
+            for q in produces:
+                if q.max_timestamp > max_ts:
+                    max_ts, shallow = q.max_timestamp, q.shallow_offset_of_max_timestamp
             updates = self._analyze_producers(produces, origin)
             if type(updates) is BatchMetadata:
-                return self._duplicate_info(updates, valid_bytes, len(positions))
-            max_ts, shallow = -1, p.last_offset
+                return self._duplicate_info(updates, max_ts, shallow, valid_bytes,
+                                            len(positions))
             for p, update in zip(produces, updates):
                 self._append_set(p.data, p.first_offset, p.last_offset, p.max_timestamp,
                                  p.shallow_offset_of_max_timestamp, len(p.data), now, None,
                                  update, segment)
                 segment = None
-                if p.max_timestamp > max_ts:
-                    max_ts, shallow = p.max_timestamp, p.shallow_offset_of_max_timestamp
         except OSError as exc:
             _raise_storage_error(exc, "append", self.dir)
         log_append = validator.log_append_time
@@ -679,11 +707,17 @@ class Log:
 
     # -- producer state of an append ----------------------------------------------------
 
-    def _duplicate_info(self, duplicate, valid_bytes: int, num_batches: int) -> LogAppendInfo:
-        """What Kafka answers a retried batch with: its original offsets."""
-        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
-                             duplicate.last_offset, duplicate.timestamp,
-                             self._local.log_start_offset, valid_bytes, num_batches, True)
+    def _duplicate_info(self, duplicate, max_ts: int, shallow: int, valid_bytes: int,
+                        num_batches: int) -> LogAppendInfo:
+        """What Kafka answers a retried batch with (``UnifiedLog.append``, its
+        ``maybeDuplicate`` case): the first and last offsets of the batch it retries, that
+        batch's timestamp as the log append time (whatever the timestamp type) and the
+        log start offset now; the max timestamp and its shallow offset stay as the
+        validation of the retry set them (``max_ts``, ``shallow``: offsets counted from
+        the log end), and so do the valid bytes and the batch count."""
+        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, max_ts, shallow,
+                             duplicate.timestamp, self._local.log_start_offset, valid_bytes,
+                             num_batches, True)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | int | str, *,
@@ -1010,24 +1044,47 @@ class Log:
             if target_offset >= local.next_offset:
                 self._epochs.truncate_from_end(local.next_offset)
                 return False
-            self._note_truncation(target_offset)
-            self._epochs.truncate_from_end(target_offset)
-            if target_offset < local.segments[0].base_offset:
-                self._truncate_fully_and_start_at(target_offset)
-                return True
-            if local.truncate_to(target_offset):
-                self._roll(target_offset, snapshot=False)   # (rebuilt below)
-            # Kafka's rebuildProducerState(targetOffset): snapshots above the target
-            # go, the state is reloaded from the latest one left and replayed
-            log_loader.rebuild_producer_state(self, self._producers, target_offset, False)
+            with self._changing_state():
+                return self._truncate_to(target_offset)
+
+    def _truncate_to(self, target_offset: int) -> bool:
+        """:meth:`truncate_to`'s cut, under the lock, its target below the log end."""
+        local = self._local
+        self._note_truncation(target_offset)
+        self._epochs.truncate_from_end(target_offset)
+        if target_offset < local.segments[0].base_offset:
+            self._truncate_fully_and_start_at(target_offset)
             return True
+        if local.truncate_to(target_offset):
+            self._roll(target_offset, snapshot=False)   # (rebuilt below)
+        # Kafka's rebuildProducerState(targetOffset): snapshots above the target
+        # go, the state is reloaded from the latest one left and replayed
+        log_loader.rebuild_producer_state(self, self._producers, target_offset, False)
+        return True
+
+    @contextlib.contextmanager
+    def _changing_state(self):
+        """Mark a truncation (under the lock) for lock-free readers of the LSO: the log end
+        moves before the producer state is emptied and rebuilt, so in between the two
+        give no LSO (the state may have lost a transaction open below the new end, or
+        still call one committed whose marker was cut). :attr:`last_stable_offset` reads
+        again under the lock when the count is odd or moved while it read: Kafka's
+        UnifiedLog.truncateTo rebuilds under its lock and publishes the first unstable
+        offset only after (``updateHighWatermark`` -> ``maybeIncrementFirstUnstableOffset``).
+        An append needs no mark: it orders its own writes (see :meth:`_append_set`)."""
+        self._state_changes += 1
+        try:
+            yield
+        finally:
+            self._state_changes += 1
 
     @_storage_op("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._check_open()
-            self._truncate_fully_and_start_at(new_offset)
+            with self._changing_state():
+                self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Kafka's ``UnifiedLog.truncateFullyAndStartAt``: the local log emptied at
