@@ -267,6 +267,10 @@ def main(argv=None) -> int:
                     help="fuzzing time per target for the python backend (default: --seconds)")
     ap.add_argument("--targets", default="", help="comma-separated (default: all)")
     ap.add_argument("--backends", default="cython,python")
+    ap.add_argument("--pure-skip", default="",
+                    help="comma-separated targets not run on the python backend: code that "
+                         "imports no kernel runs the same Python on both (fuzz/ci.sh: "
+                         "checkpoint)")
     ap.add_argument("--jobs", type=int, default=2, help="pairs run at the same time")
     ap.add_argument("--python", default=sys.executable, help="interpreter with atheris")
     ap.add_argument("--build", type=Path, help="instrumented build from fuzz/build.sh")
@@ -290,6 +294,9 @@ def main(argv=None) -> int:
     backends = [b for b in args.backends.split(",") if b]
     if set(backends) - {"cython", "python"}:
         ap.error("backends are cython and python")
+    pure_skip = {t for t in args.pure_skip.split(",") if t}
+    if pure_skip - set(names):
+        ap.error(f"unknown --pure-skip targets {sorted(pure_skip - set(names))}")
 
     scratch = Path(tempfile.mkdtemp(prefix="ks-fuzz-run-"))
     try:
@@ -310,8 +317,9 @@ def main(argv=None) -> int:
             return 0
         jobs = []
         for backend in backends:
-            write_seeds(args.python, build, targets, corpus_root / backend)
-            for target in targets:
+            mine = [t for t in targets if not (backend == "python" and t in pure_skip)]
+            write_seeds(args.python, build, mine, corpus_root / backend)
+            for target in mine:
                 jobs.append((backend, target))
         print(f"run.py: {len(jobs)} runs of {args.seconds}s (python backend: "
               f"{args.seconds if args.pure_seconds is None else args.pure_seconds}s), "

@@ -50,9 +50,8 @@ from kafkastore.cleaner_config import CleanerConfig
 from kafkastore.cleaner_manager import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LogToClean,
-    _ProducerState,
-    _scan_producers,
     cleanable_offsets,
+    first_unstable_offset,
     max_compaction_delay,
 )
 from kafkastore.cleaner_round import (
@@ -102,14 +101,12 @@ def clean(log: Log, *, first_dirty_offset: int | None = None,
     total = CleanerStats(rounds=0)
     dirty = first_dirty_offset
     while True:
-        producers = _scan_producers(log, now, cleaner.config.producer_id_expiration_ms)
-        first, uncleanable, _ = cleanable_offsets(log, dirty, now,
-                                                  producers.first_unstable_offset)
+        first, uncleanable, _ = cleanable_offsets(log, dirty, now, first_unstable_offset(log))
         to_clean = LogToClean(None, log, first, uncleanable)
         if to_clean.cleanable_bytes == 0:
             dirty = first
             break
-        end, stats = cleaner.clean(to_clean, now, producers=producers)
+        end, stats = cleaner.clean(to_clean, now)
         total.add(stats)
         total.map_complete_time = stats.map_complete_time
         dirty = end
@@ -243,22 +240,20 @@ class LogCleaner:
                 yield log_dir, tp, log, checkpoints.get(tp)
 
     def _to_clean(self, log_dir: str, tp: TopicPartition, log: Log, checkpoint: int | None,
-                  now: int, *, exact: bool = True) -> tuple[LogToClean, _ProducerState | None]:
-        """The sections of ``log``. With ``exact`` False the walk of its batch headers
-        (which finds an undecided transaction) is skipped: an estimate, good for ranking
-        logs, that can only overstate what is cleanable."""
+                  now: int, *, exact: bool = True) -> LogToClean:
+        """The sections of ``log``. With ``exact`` False an undecided transaction is not
+        looked for: an estimate, good for ranking logs, that can only overstate what is
+        cleanable."""
         truncated = log.truncated_to
         if checkpoint is not None and truncated is not None and checkpoint > truncated:
             checkpoint = truncated
             self.update_checkpoint(log_dir, tp, truncated)
-        producers = _scan_producers(log, now, self.config.producer_id_expiration_ms) \
-            if exact else None
         first, uncleanable, reset = cleanable_offsets(
-            log, checkpoint, now, producers.first_unstable_offset if producers else None)
+            log, checkpoint, now, first_unstable_offset(log) if exact else None)
         if reset:
             self.update_checkpoint(log_dir, tp, first)
         delay = max_compaction_delay(log, first, now)
-        return LogToClean(tp, log, first, uncleanable, needs_compaction_now=delay > 0), producers
+        return LogToClean(tp, log, first, uncleanable, needs_compaction_now=delay > 0)
 
     @staticmethod
     def _ready(to_clean: LogToClean) -> bool:
@@ -271,18 +266,17 @@ class LogCleaner:
                                      ) -> tuple[str, LogToClean] | None:
         """Kafka's ``grabFilthiestCompactedLog``: the log to clean next, marked in
         progress (release it with :meth:`done_cleaning`), or None."""
-        chosen = self._grab(self._time_ms() if now_ms is None else now_ms)
-        return None if chosen is None else chosen[:2]
+        return self._grab(self._time_ms() if now_ms is None else now_ms)
 
-    def _grab(self, now: int) -> tuple[str, LogToClean, _ProducerState] | None:
-        # Logs are ranked on an estimate that skips the walk of their batch headers (a
-        # read of every header of the log); only the one about to be cleaned is walked,
-        # and if an undecided transaction then leaves it not worth cleaning, the next.
+    def _grab(self, now: int) -> tuple[str, LogToClean] | None:
+        # Logs are ranked on an estimate that ignores undecided transactions; only the
+        # one about to be cleaned is checked for one, and if an undecided transaction
+        # then leaves it not worth cleaning, the next.
         with self._lock:
             ranked = []
             for log_dir, tp, log, checkpoint in self._candidates(now):
                 try:
-                    estimate, _ = self._to_clean(log_dir, tp, log, checkpoint, now, exact=False)
+                    estimate = self._to_clean(log_dir, tp, log, checkpoint, now, exact=False)
                 except KafkaStoreError as exc:
                     self._mark_uncleanable(tp, exc)
                     continue
@@ -291,13 +285,13 @@ class LogCleaner:
             ranked.sort(key=lambda item: item[0], reverse=True)
             for _, log_dir, tp, log, checkpoint in ranked:
                 try:
-                    to_clean, producers = self._to_clean(log_dir, tp, log, checkpoint, now)
+                    to_clean = self._to_clean(log_dir, tp, log, checkpoint, now)
                 except KafkaStoreError as exc:
                     self._mark_uncleanable(tp, exc)
                     continue
                 if self._ready(to_clean):
                     self._in_progress.add(tp)
-                    return log_dir, to_clean, producers
+                    return log_dir, to_clean
             return None
 
     def done_cleaning(self, tp: TopicPartition) -> None:
@@ -310,13 +304,12 @@ class LogCleaner:
         with self._lock:
             self.uncleanable[tp] = reason
 
-    def _run_round(self, log_dir: str, to_clean: LogToClean, now: int,
-                   producers: _ProducerState | None) -> CleanerStats | None:
+    def _run_round(self, log_dir: str, to_clean: LogToClean, now: int) -> CleanerStats | None:
         tp = to_clean.tp
         assert tp is not None
         try:
             with self._round_lock:
-                end, stats = self._get_cleaner().clean(to_clean, now, producers=producers)
+                end, stats = self._get_cleaner().clean(to_clean, now)
             self.update_checkpoint(log_dir, tp, end)
             self.last_stats = stats
             return stats
@@ -335,7 +328,7 @@ class LogCleaner:
         chosen = self._grab(now)
         if chosen is None:
             return None
-        return self._run_round(*chosen[:2], now, chosen[2])
+        return self._run_round(*chosen, now)
 
     def clean_log(self, tp: TopicPartition, now_ms: int | None = None) -> CleanerStats | None:
         """Clean ``tp`` now, whatever its dirty ratio (one round; None if it is not a
@@ -345,7 +338,7 @@ class LogCleaner:
             for log_dir, cand_tp, log, checkpoint in self._candidates(now):
                 if cand_tp == tp:
                     try:
-                        to_clean, producers = self._to_clean(log_dir, tp, log, checkpoint, now)
+                        to_clean = self._to_clean(log_dir, tp, log, checkpoint, now)
                     except KafkaStoreError as exc:
                         self._mark_uncleanable(tp, exc)
                         return None
@@ -355,7 +348,7 @@ class LogCleaner:
                     break
             else:
                 return None
-        return self._run_round(log_dir, to_clean, now, producers)
+        return self._run_round(log_dir, to_clean, now)
 
     def deletable_logs(self) -> list[tuple[TopicPartition, Log]]:
         """Kafka's ``deletableLogs``: compacted logs not being cleaned and not uncleanable,

@@ -1,5 +1,5 @@
 """The log cleaner's settings (Kafka's ``CleanerConfig``): the broker's ``log.cleaner.*``
-keys and ``producer.id.expiration.ms``, with Kafka's names, defaults and checks.
+keys, with Kafka's names, defaults and checks.
 
 One check spans keys: the offset map a cleaner gets (``log.cleaner.dedupe.buffer.size``
 divided between ``log.cleaner.threads``, at most ``2**31 - 1`` bytes, 24 bytes a slot)
@@ -50,9 +50,14 @@ class CleanerConfig(ConfigBase):
     map taking ``min(size / threads, 2**31 - 1)`` bytes; kafkastore cleans one log at a
     time on the manager's scheduler, so ``log.cleaner.threads`` only sets that share.
     ``log.cleaner.io.buffer.size`` (512 KiB) is likewise split, half for reading and
-    half for writing, per thread. ``producer.id.expiration.ms`` (1 day) is how long a
-    producer's last batch is kept after its last write. The map must hold more than
-    one entry at the load factor (Kafka's ``Cleaner`` checks the same). Immutable.
+    half for writing, per thread. The map must hold more than one entry at the load
+    factor (Kafka's ``Cleaner`` checks the same). Immutable.
+
+    ``producer.id.expiration.ms`` is not a cleaner setting (Kafka's ``CleanerConfig``
+    has none): it is the :class:`~kafkastore.manager.ManagerConfig`'s (and
+    ``Log.open``'s), and the cleaner keeps the last batch of every producer a log's
+    state still holds. Given here it raises :class:`~kafkastore.errors.ConfigError`
+    saying so.
     """
 
     CONFIG_KEYS = (
@@ -76,9 +81,6 @@ class CleanerConfig(ConfigBase):
         ConfigKey("log.cleaner.backoff.ms", "backoff_ms", parse_long, 15000, _POSITIVE,
                   "How often the log manager's scheduler runs the cleaner (Kafka: how "
                   "long a cleaner thread sleeps when no log needs cleaning)."),
-        ConfigKey("producer.id.expiration.ms", "producer_id_expiration_ms", parse_long,
-                  86400000, _POSITIVE, "How long a producer's last batch is kept after its "
-                  "last write (1 day)."),
     )
     _WHAT = "log cleaner"
 
@@ -89,12 +91,18 @@ class CleanerConfig(ConfigBase):
     io_buffer_size: int
     max_io_bytes_per_second: float
     backoff_ms: int
-    producer_id_expiration_ms: int
 
     @classmethod
     def _validate_values(cls, values: dict[str, object]) -> None:
         memory = _map_memory(values["dedupe_buffer_size"], values["num_threads"])  # type: ignore[arg-type]
         _check_map_size(memory // _BYTES_PER_SLOT, values["dedupe_buffer_load_factor"])  # type: ignore[arg-type]
+
+    @classmethod
+    def _unknown(cls, name: object) -> ConfigError:
+        if isinstance(name, str) and name in _MOVED:
+            return ConfigError(f"{name!r} is not a log cleaner setting: {_MOVED[name]}",
+                               key=name)
+        return ConfigBase._unknown.__func__(cls, name)  # (slots: no zero-argument super)
 
     @property
     def map_memory(self) -> int:
@@ -110,6 +118,13 @@ class CleanerConfig(ConfigBase):
 def _map_memory(dedupe_buffer_size: int, num_threads: int) -> int:
     return min(dedupe_buffer_size // num_threads, _INT_MAX)
 
+
+#: Settings CleanerConfig once had, and where they went.
+_MOVED = dict.fromkeys(
+    ("producer.id.expiration.ms", "producer_id_expiration_ms"),
+    "producer.id.expiration.ms is a ManagerConfig setting (or Log.open's "
+    "producer_id_expiration_ms); the cleaner keeps the last batch of every producer the "
+    "log's state holds, as Kafka's does")
 
 _BYTES_PER_SLOT = 24   # SkimpyOffsetMap: a 16-byte digest and an 8-byte offset
 

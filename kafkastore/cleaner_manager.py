@@ -8,10 +8,11 @@ base offset, the first offset of a transaction still undecided (Kafka's last sta
 offset), and the first segment younger than ``min.compaction.lag.ms``
 (:func:`cleanable_offsets`); :class:`LogToClean` then rounds the end down to a segment
 boundary and sizes the clean and dirty parts, which rank the logs by dirty ratio.
-A round also needs the log's producer state as it stands when the round starts: the
-aborted transactions of its range (from the ``.txnindex`` files), the first offset of an
-undecided transaction, and each active producer's last batch (kept, possibly empty,
-while the producer is active: within ``producer.id.expiration.ms`` of its last write).
+A round also needs the log's producer state: the first offset of an undecided
+transaction (:func:`first_unstable_offset`, when the range is chosen) and, as each group
+of segments is cleaned, the last batch of every producer the state holds
+(:func:`last_records_of_active_producers`: kept, possibly empty, until the log's own
+expiration forgets the producer).
 
 The state of cleaning (checkpoints, logs in progress, aborted and uncleanable ones) is
 kept by :class:`~kafkastore.cleaner.LogCleaner`. Everything here reads the log as any
@@ -25,7 +26,6 @@ from typing import NamedTuple
 
 from kafkastore.log import Log
 from kafkastore.topic import TopicPartition
-from kafkastore.txn_index import AbortedTxn
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT_FILE",
@@ -42,37 +42,29 @@ _LONG_MAX = (1 << 63) - 1
 
 
 class _LastRecord(NamedTuple):
+    """Kafka's ``LastRecord``: a producer's last data offset (None if it has none, e.g.
+    only a marker bumped its epoch) and its epoch."""
+
     last_data_offset: int | None
     producer_epoch: int
 
 
-@dataclass
-class _ProducerState:
-    """What a round needs of the log's producer state: its aborted transactions (from
-    the ``.txnindex`` files), the first offset of an undecided transaction, and the last
-    batch of each active producer."""
-
-    log: Log
-    first_unstable_offset: int | None
-    last_records: dict[int, _LastRecord]   # active producers only
-
-    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Kafka's ``collectAbortedTransactions(start, end)``."""
-        return self.log.collect_aborted_transactions(start, end)
-
-
-def _scan_producers(log: Log, now_ms: int, expiration_ms: int) -> _ProducerState:
-    """The log's producer state as a round sees it (Kafka's ``activeProducers`` and
-    ``firstUnstableOffset``); a producer idle for ``producer.id.expiration.ms`` with no
-    open transaction counts as gone, as if the periodic expiration had run."""
+def last_records_of_active_producers(log: Log) -> dict[int, _LastRecord]:
+    """Kafka's ``UnifiedLog.lastRecordsOfActiveProducers``: every producer the log's
+    producer state holds now, whatever its idle time (only the log's own expiration,
+    ``Log.remove_expired_producers`` with its ``producer.id.expiration.ms``, forgets
+    one), with its last data offset; the cleaner keeps each one's last batch."""
     with log.lock:
-        producers = log.producer_state_manager.producers
-        active = {pid: _LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None,
-                                   e.producer_epoch)
-                  for pid, e in producers.items()
-                  if e.current_txn_first_offset is not None
-                  or now_ms - e.last_timestamp < expiration_ms}
-        return _ProducerState(log, log.first_unstable_offset, active)
+        return {pid: _LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None,
+                                 e.producer_epoch)
+                for pid, e in log.producer_state_manager.producers.items()}
+
+
+def first_unstable_offset(log: Log) -> int | None:
+    """The first offset of a transaction still undecided (Kafka's
+    ``firstUnstableOffset``), read under the log's lock."""
+    with log.lock:
+        return log.first_unstable_offset
 
 
 def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int,

@@ -32,10 +32,14 @@ Kafka's ``Cleaner.doClean`` does:
    reopening, the old segments or the new ones, whole.
 
 Transactions: as in Kafka, a round takes the aborted transactions of its range from
-the ``.txnindex`` files (``Log.collect_aborted_transactions``), the first offset of a
-transaction still undecided from the log's producer state (nothing from there on is
-cleaned), and each active producer's last batch from it too (kept, possibly empty, while
-the producer is active: within ``producer.id.expiration.ms`` of its last write).
+the ``.txnindex`` files through the cleaner's lookup
+(``Log.collect_aborted_transactions_for_cleaning``, Kafka's
+``UnifiedLog.collectAbortedTransactions``: entries from the log start offset on, not from
+the first dirty offset as a fetch filters them), the first offset of a transaction still
+undecided from the log's producer state (nothing from there on is cleaned), and, as each
+group is cleaned, the last batch of every producer that state holds (Kafka's
+``lastRecordsOfActiveProducers``: kept, possibly empty, until the log's own expiration
+forgets the producer; the cleaner applies no expiry of its own).
 
 Thread-safety: a :class:`Cleaner` and its offset map serve one cleaning at a time. A
 round reads segments without the log's lock (like any reader) and takes it only to swap,
@@ -68,7 +72,7 @@ from kafkastore.batch_header import (
     read_batch_header,
 )
 from kafkastore.cleaner_config import CleanerConfig, _check_map_size
-from kafkastore.cleaner_manager import LogToClean, _ProducerState, _scan_producers
+from kafkastore.cleaner_manager import LogToClean, _LastRecord, last_records_of_active_producers
 from kafkastore.errors import (
     CorruptRecordError,
     KafkaStoreError,
@@ -304,23 +308,20 @@ class Cleaner:
 
     # -- the round -----------------------------------------------------------------------
 
-    def clean(self, to_clean: LogToClean, now_ms: int | None = None, *,
-              producers: _ProducerState | None = None) -> tuple[int, CleanerStats]:
+    def clean(self, to_clean: LogToClean, now_ms: int | None = None
+              ) -> tuple[int, CleanerStats]:
         """One round over ``to_clean``; returns ``(end offset, stats)`` where the end
         offset is the first offset the round did not cover (the next first dirty offset).
-        ``producers`` is the walk of the log's headers made to choose the range, if any.
         """
         log = to_clean.log
         now = now_ms if now_ms is not None else (self._time_ms or log.time_ms)()
         stats = CleanerStats(rounds=1)
         truncated = log.truncated_to   # a truncation during the round aborts it
-        if producers is None:
-            producers = _scan_producers(log, now, self.config.producer_id_expiration_ms)
         clean_part = log.segments_between(0, to_clean.first_dirty_offset)
         legacy_delete_horizon = (clean_part[-1].last_modified()
                                  - log.config.delete_retention_ms) if clean_part else 0
         upper_bound = to_clean.first_uncleanable_offset
-        self._build_offset_map(log, to_clean.first_dirty_offset, upper_bound, producers, stats)
+        self._build_offset_map(log, to_clean.first_dirty_offset, upper_bound, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.map_complete_time = time.monotonic()
         tracker = _TxnTracker()
@@ -331,21 +332,22 @@ class Cleaner:
                                         log.config.segment_bytes,
                                         log.config.segment_index_bytes, upper_bound)
         for group in groups:
-            self._clean_segments(log, group, now, stats, tracker, producers,
-                                 legacy_delete_horizon, upper_bound, truncated)
+            self._clean_segments(log, group, now, stats, tracker, legacy_delete_horizon,
+                                 upper_bound, truncated)
         stats.buffer_utilization = self.offset_map.utilization
         stats.end_time = time.monotonic()
         return end_offset, stats
 
     # -- pass 1 --------------------------------------------------------------------------
 
-    def _build_offset_map(self, log: Log, start: int, end: int, producers: _ProducerState,
-                          stats: CleanerStats) -> None:
+    def _build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         omap = self.offset_map
         omap.clear()
         dirty = log.segments_between(start, end)
         tracker = _TxnTracker()
-        tracker.add_aborted(producers.aborted_between(start, end))
+        # Kafka's buildOffsetMap: the cleaner's lookup, so an abort that ended before
+        # `start` in its segment is tracked too (the walk may begin past its marker)
+        tracker.add_aborted(log.collect_aborted_transactions_for_cleaning(start, end))
         max_entries = int(omap.slots * self.config.dedupe_buffer_load_factor)
         for i, segment in enumerate(dirty):
             self._check_done(log)
@@ -403,19 +405,21 @@ class Cleaner:
                                           "cleaning round", path=log.dir)
 
     def _clean_segments(self, log: Log, group: list[LogSegment], now: int, stats: CleanerStats,
-                        tracker: _TxnTracker, producers: _ProducerState,
-                        legacy_delete_horizon: int, upper_bound: int,
+                        tracker: _TxnTracker, legacy_delete_horizon: int, upper_bound: int,
                         truncated: int | None) -> None:
         sizes = [seg.size for seg in group]
         cleaned = _new_cleaned_segment(log, group[0].base_offset)
         tracker.cleaned_index = cleaned.txn_index
+        # Kafka's cleanSegments reads the producers once a group, from the log's state
+        last_records = last_records_of_active_producers(log)
         try:
             for i, segment in enumerate(group):
                 seg_end = group[i + 1].base_offset if i + 1 < len(group) \
                     else segment.read_next_offset()
-                tracker.add_aborted(producers.aborted_between(segment.base_offset, seg_end))
+                tracker.add_aborted(log.collect_aborted_transactions_for_cleaning(
+                    segment.base_offset, seg_end))
                 retain_legacy_deletes = segment.last_modified() > legacy_delete_horizon
-                self._clean_into(log, segment, cleaned, now, stats, tracker, producers,
+                self._clean_into(log, segment, cleaned, now, stats, tracker, last_records,
                                  retain_legacy_deletes, upper_bound)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
@@ -444,8 +448,9 @@ class Cleaner:
             raise
 
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, now: int,
-                    stats: CleanerStats, tracker: _TxnTracker, producers: _ProducerState,
-                    retain_legacy_deletes: bool, upper_bound: int) -> None:
+                    stats: CleanerStats, tracker: _TxnTracker,
+                    last_records: dict[int, _LastRecord], retain_legacy_deletes: bool,
+                    upper_bound: int) -> None:
         delete_retention = log.config.delete_retention_ms
         for view, scan, batches in self._chunks(log, source, 0):
             self.throttler.maybe_throttle(scan.valid_bytes)
@@ -454,7 +459,7 @@ class Cleaner:
             max_ts, shallow, max_offset = -1, -1, -1
             for b in batches:
                 kept = self._filter_batch(view, b, log, now, delete_retention, stats, tracker,
-                                          producers, retain_legacy_deletes, upper_bound)
+                                          last_records, retain_legacy_deletes, upper_bound)
                 if kept is None:
                     continue
                 data, batch_max_ts = kept
@@ -471,8 +476,9 @@ class Cleaner:
                 self.throttler.maybe_throttle(len(chunk))
 
     def _filter_batch(self, view, b: BatchHeader, log: Log, now: int, delete_retention: int,
-                      stats: CleanerStats, tracker: _TxnTracker, producers: _ProducerState,
-                      retain_legacy_deletes: bool, upper_bound: int):
+                      stats: CleanerStats, tracker: _TxnTracker,
+                      last_records: dict[int, _LastRecord], retain_legacy_deletes: bool,
+                      upper_bound: int):
         """Kafka's ``filterTo`` for one entry: ``(bytes, max timestamp)`` or None."""
         if b.magic < 2:
             return self._filter_legacy(view, b, stats, retain_legacy_deletes, upper_bound)
@@ -485,7 +491,9 @@ class Cleaner:
         else:
             can_discard = tracker.on_batch(b.producer_id, b.last_offset, b.is_transactional)
             discard_records = can_discard
-        last = producers.last_records.get(b.producer_id) if b.producer_id >= 0 else None
+        # Kafka's cleanInto: the last batch of a producer the log's state holds stays,
+        # possibly empty (BatchRetention.RETAIN_EMPTY), whatever the producer's idle time
+        last = last_records.get(b.producer_id) if b.producer_id >= 0 else None
         if last is not None and (b.last_offset == last.last_data_offset
                                  if last.last_data_offset is not None
                                  else b.is_control and b.producer_epoch == last.producer_epoch):

@@ -26,6 +26,7 @@ import bisect
 import os
 from typing import NamedTuple
 
+from kafkastore import _fileio
 from kafkastore.checkpoint import CheckpointFile, _parse_java_int
 
 __all__ = [
@@ -75,16 +76,32 @@ class LeaderEpochFileCache:
 
     Every change is written to the checkpoint at once (atomically; Kafka writes the
     truncations in the background, which a reopen repairs with the same truncations,
-    as :meth:`Log.open <kafkastore.log.Log.open>` does). A cache that never held an
-    entry writes no file.
+    as :meth:`Log.open <kafkastore.log.Log.open>` does).
+
+    Making the cache creates an empty (0-byte) checkpoint file when the directory has
+    none, as Kafka's ``CheckpointFile`` constructor does (``Files.createFile``, no
+    fsync): a new partition directory, or an old one opened without the file, holds
+    ``leader-epoch-checkpoint`` from its first open on; an empty file reads as no
+    entries. (The file is created here, by the log's own cache, not by
+    :class:`~kafkastore.checkpoint.CheckpointFile`, whose readers never write.)
     """
 
     def __init__(self, directory: str) -> None:
         self.checkpoint = LeaderEpochCheckpointFile(directory)
+        self._create_if_absent()
         self._entries: tuple[EpochEntry, ...] = ()
         for entry in self.checkpoint.read():
             self._assign(entry)
-        self._written = os.path.exists(self.checkpoint.path)
+
+    def _create_if_absent(self) -> None:
+        """Kafka: ``CheckpointFile.<init>`` -> ``Files.createFile`` (ignoring
+        ``FileAlreadyExistsException``). O_EXCL: a planted symlink is never followed."""
+        fs = _fileio.fs
+        try:
+            fd = fs.open(self.checkpoint.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return
+        fs.close(fd)
 
     # -- reading --------------------------------------------------------------------
 
@@ -172,15 +189,15 @@ class LeaderEpochFileCache:
         if first != removed[-1] or len(removed) > 1:
             self._write()
 
-    def clear(self) -> None:
-        """Remove every entry (``truncateFullyAndStartAt``)."""
-        if self._entries:
-            self._entries = ()
-            self._write()
+    def clear_and_flush(self) -> None:
+        """Kafka's ``clearAndFlush``: remove every entry and write the checkpoint, an empty
+        one (``0\\n0\\n``) included (``truncateFullyAndStartAt``, a log emptied on open,
+        a follower's legacy append)."""
+        self._entries = ()
+        self._write()
 
     def _write(self) -> None:
         self.checkpoint.write(self._entries)
-        self._written = True
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({list(self._entries)})"

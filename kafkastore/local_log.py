@@ -264,15 +264,19 @@ class LocalLog:
             upper = self.next_offset
         return self.collect_aborted_transactions(offset, upper)
 
-    def collect_aborted_transactions(self, start_offset: int,
-                                     upper_bound_offset: int) -> list[AbortedTxn]:
-        """Kafka's ``collectAbortedTransactions``: from the ``.txnindex`` of the segment
-        holding ``start_offset`` on, until one index says no later one can matter."""
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int, *,
+                                     fetch_offset: int | None = None) -> list[AbortedTxn]:
+        """Kafka's ``LocalLog.collectAbortedTransactions``: from the ``.txnindex`` of the
+        segment holding ``start_offset`` on, the entries ending at or past
+        ``fetch_offset`` (default ``start_offset``, as a fetch wants) and beginning below
+        ``upper_bound_offset``, until one index says no later one can matter."""
+        if fetch_offset is None:
+            fetch_offset = start_offset
         segments, bases = self.segments, self.bases
         i = max(0, bisect.bisect_right(bases, start_offset) - 1)
         out: list[AbortedTxn] = []
         for seg in segments[i:]:
-            found = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            found = seg.collect_aborted_txns(fetch_offset, upper_bound_offset)
             out.extend(found.aborted)
             if found.complete:
                 break

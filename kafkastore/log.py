@@ -12,7 +12,9 @@ retention) happens when the caller, or the ``LogManager``, calls in.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import threading
 import time
@@ -63,6 +65,7 @@ from kafkastore.partition_metadata import (
 )
 from kafkastore.producer_state import (
     AppendOrigin,
+    BatchMetadata,
     ProducerBatch,
     ProducerStateManager,
     producer_batch,
@@ -109,6 +112,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 _INT_MAX = (1 << 31) - 1
+logger = logging.getLogger("kafkastore.log")
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 
 
@@ -152,9 +156,10 @@ class Log:
     ``.deleted`` files wait for deletion after ``file.delete.delay.ms``;
     ``.cleaned`` and ``.swap`` files are the cleaner's crash-safe swap,
     finished or rolled back on open; ``leader-epoch-checkpoint`` holds the partition's
-    leader epochs (:class:`~kafkastore.leader_epoch.LeaderEpochFileCache`, written once
-    an appended batch carries an epoch); ``<offset>.snapshot`` files hold the producer
-    state (:class:`~kafkastore.producer_state.ProducerStateManager`: one per segment base,
+    leader epochs (:class:`~kafkastore.leader_epoch.LeaderEpochFileCache`: created empty
+    on open, as Kafka does, and written whenever the epochs change); ``<offset>.snapshot``
+    files hold the producer state
+    (:class:`~kafkastore.producer_state.ProducerStateManager`: one per segment base,
     written on roll, and one at the log end offset, written on close) and a segment's
     ``.txnindex`` its aborted transactions (:class:`~kafkastore.txn_index.TransactionIndex`).
     A :class:`Log` opened on its own also
@@ -201,6 +206,10 @@ class Log:
         self._producers: ProducerStateManager | None = None
         self._pending_snapshot_deletes: list[tuple[int, str]] = []
         self._recovered_segments = False   # (a scratch producer state wrote snapshots)
+        # odd while a truncation moves the end and rebuilds the producer state, bumped
+        # at its start and end: a lock-free reader of the LSO that sees it odd or moved
+        # reads again under the lock (a sequence lock; see _changing_state)
+        self._state_changes = 0
 
     # -- opening -----------------------------------------------------------
 
@@ -332,16 +341,44 @@ class Log:
     def last_stable_offset(self) -> int:
         """Kafka's LSO: the first offset of the oldest transaction not yet decided (by a
         COMMIT or ABORT marker), never below the log start offset, else the log end
-        offset. read_committed reads stop here."""
-        first = self.first_unstable_offset
+        offset. read_committed reads stop here.
+
+        Lock-free, and never above the first offset of a transaction open when it
+        returns (Kafka caps the LSO by the high watermark, which passes a batch only once
+        its append and producer-state update are done). An append records a transaction
+        it begins in the producer state before it moves the log end (:meth:`_append_set`),
+        so the end is read first: a transaction begun below the end read is in the first
+        unstable offset read after it (or already decided). A truncation changes both out
+        of that order (the end first, then the state emptied and rebuilt): a read that
+        overlaps one takes the lock (see :meth:`_changing_state`)."""
+        changes = self._state_changes
         end = self._local.next_offset
+        first = self._first_unstable()
+        if changes & 1 or changes != self._state_changes:
+            # a truncation moved the end and rebuilds the producer state (emptied, then
+            # reloaded): its values in between are no LSO. Kafka's readers see the first
+            # unstable offset only as maybeIncrementFirstUnstableOffset publishes it,
+            # after UnifiedLog.truncateTo's rebuildProducerState, under the log's lock;
+            # here the reader waits for the lock, and so for the truncation to end
+            with self._lock:
+                end = self._local.next_offset
+                first = self._first_unstable()
         return end if first is None or first > end else first
 
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, lower-bounded by the log start
         offset as Kafka's ``maybeIncrementFirstUnstableOffset`` bounds it (a transaction
-        whose first batches went to DeleteRecords or retention), or None."""
+        whose first batches went to DeleteRecords or retention), or None. Lock-free; a
+        read overlapping a truncation takes the lock (as :attr:`last_stable_offset`)."""
+        changes = self._state_changes
+        first = self._first_unstable()
+        if changes & 1 or changes != self._state_changes:
+            with self._lock:
+                return self._first_unstable()
+        return first
+
+    def _first_unstable(self) -> int | None:
         first = self._producers.first_unstable_offset()
         return None if first is None else max(first, self._local.log_start_offset)
 
@@ -364,9 +401,22 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int,
                                      upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a read of ``[start_offset, upper_bound_offset)`` needs
-        (Kafka's ``collectAbortedTransactions``): from the ``.txnindex`` of the segment
-        holding ``start_offset`` on, until one index says no later one can matter."""
+        (the fetch's lookup: Kafka's ``LocalLog.read`` -> ``addAbortedTransactions``):
+        from the ``.txnindex`` of the segment holding ``start_offset`` on, the entries
+        ending at or past ``start_offset``, until one index says no later one can matter.
+        The cleaner uses :meth:`collect_aborted_transactions_for_cleaning`."""
         return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
+
+    def collect_aborted_transactions_for_cleaning(self, start_offset: int,
+                                                  upper_bound_offset: int) -> list[AbortedTxn]:
+        """The cleaner's lookup (Kafka's ``UnifiedLog.collectAbortedTransactions``, whose
+        only caller is the ``Cleaner``): ``start_offset`` only picks the first segment;
+        the entries are those ending at or past the *log start offset* and beginning
+        below ``upper_bound_offset``. An abort that ended before ``start_offset`` in
+        that segment counts: Kafka's cleaner tracks it from its first offset until the
+        producer's next ABORT marker, which matters when the walk starts past its marker."""
+        return self._local.collect_aborted_transactions(
+            start_offset, upper_bound_offset, fetch_offset=self._local.log_start_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -481,18 +531,22 @@ class Log:
                 check_timestamps(data, now, self._config, self.dir)
             size = len(data)
             self._check_batch_size(size, 0)
-            updates = None
-            if producer_id >= 0:
-                batch = ProducerBatch(producer_id, producer_epoch, base_sequence, first, last,
-                                      max_ts, is_transactional, False, None)
-                duplicate = self._producers.duplicate_of(batch)
-                if duplicate is not None:
-                    return self._duplicate_info(duplicate, size, 1)
-                updates = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
+            self._check_segment_size(size)
+            # the rest in UnifiedLog.append's order (see _append_as_leader)
             try:
                 if partition_leader_epoch >= 0:
                     self._assign_epoch(data, first)
-                self._append_set(data, first, last, max_ts, last, size, now, None, updates)
+                segment = self._maybe_roll(size, max_ts, last, now, first)
+                updates = None
+                if producer_id >= 0:
+                    batch = ProducerBatch(producer_id, producer_epoch, base_sequence, first,
+                                          last, max_ts, is_transactional, False, None)
+                    duplicate = self._producers.duplicate_of(batch)
+                    if duplicate is not None:
+                        return self._duplicate_info(duplicate, max_ts, last, size, 1)
+                    updates = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
+                self._append_set(data, first, last, max_ts, last, size, now, None, updates,
+                                 segment)
             except OSError as exc:
                 _raise_storage_error(exc, "append", self.dir)
             return _tuple_new(LogAppendInfo, (first, last, max_ts, last,
@@ -521,11 +575,12 @@ class Log:
         given, is stamped into each batch as the partition leader epoch. An entry
         larger than ``max.message.bytes`` is refused.
 
-        Batches with a producer id go through the producer state as in Kafka: a retry
-        of one of the producer's last five batches (same epoch and sequence range) is
-        not written again and is answered with its original offsets (``duplicate``
-        set); a sequence that does not follow, a fenced producer epoch or a
-        non-transactional batch inside an open transaction is refused
+        Batches with a producer id go through the producer state as in Kafka, after
+        validation (a retry is validated too): a retry of one of the producer's last
+        five batches (same epoch and sequence range, against the state before the call)
+        ends the call, nothing of it written, answered with the retried batch's original
+        offsets (``duplicate`` set); a sequence that does not follow, a fenced producer
+        epoch or a non-transactional batch inside an open transaction is refused
         (:class:`~kafkastore.errors.OutOfOrderSequenceError`,
         :class:`~kafkastore.errors.InvalidProducerEpochError`,
         :class:`~kafkastore.errors.InvalidTxnStateError`) before anything of the call is
@@ -569,9 +624,14 @@ class Log:
 
     def _append_as_leader(self, view, positions, sizes, magics, valid_bytes, now,
                           leader_epoch, origin) -> LogAppendInfo:
-        """Kafka's leader path: every produce validated (LogValidator, then the producer
-        state) before any is written, then each appended as Kafka appends one produce
-        request. A produce that retries a producer's earlier batch is not written."""
+        """Kafka's leader path, in ``UnifiedLog.append``'s order: every produce validated
+        and given offsets (``LogValidator.validateMessagesAndAssignOffsets``, a retry
+        too), the leader epoch assigned, the active segment rolled if full
+        (``maybeRoll``, its producer snapshot included), then the producer state checked
+        (``analyzeAndValidateProducerState``), and only then the writes. A retry of a
+        producer's earlier batch anywhere in the call ends it there: nothing is written
+        and the answer is the retried batch's offsets (the roll and the epoch stay, as
+        in Kafka)."""
         for i in range(len(positions)):
             self._check_batch_size(sizes[i], positions[i])
         buf = bytearray(view[:valid_bytes])
@@ -579,62 +639,85 @@ class Log:
             [buf[p + LEGACY_ATTRIBUTES_OFFSET] for p in positions]
         validator = self._validator
         counter = self._local.next_offset
-        produces = []
-        duplicates = []
         groups = (range(0, 1),) if len(positions) == 1 else \
             split_produces(magics, legacy_attrs, self.dir)   # (one batch: one produce)
-        # producer state as the produces before this one leave it (one produce: none)
-        shadow: dict | None = {} if len(groups) > 1 else None
+        produces = []
         for group in groups:
-            pos = positions[group[0]]
-            has_pid = magics[0] >= 2 and INT64.unpack_from(buf, pos + PRODUCER_ID_OFFSET)[0] >= 0
-            if has_pid and origin == AppendOrigin.CLIENT:
-                duplicate = self._producers.find_duplicate(
-                    buf[pos:pos + RECORD_BATCH_OVERHEAD], shadow)
-                if duplicate is not None:
-                    duplicates.append(duplicate)
-                    continue
             produce = validator.validate(buf, [positions[i] for i in group],
                                          [sizes[i] for i in group], magics[0], counter, now,
                                          leader_epoch, origin)
             if produce.size_maybe_changed:
                 check_produce_size(self._config, len(produce.data), self.dir)
             self._check_segment_size(len(produce.data))   # before anything is written
-            updates = None
-            if has_pid:
-                data = produce.data
-                batch = producer_batch(data[:RECORD_BATCH_OVERHEAD], lambda d=data: bytes(d),
-                                       self.dir)
-                updates = self._producers.analyze([batch], origin, shadow)[0]
-            produces.append((produce, updates))
+            produces.append(produce)
             counter = produce.last_offset + 1
-        if not produces:
-            return self._duplicate_info(duplicates[0], valid_bytes, len(positions))
-        max_ts, shallow = -1, produces[0][0].last_offset
         try:
-            for p, updates in produces:
+            for p in produces:
                 self._assign_epoch(p.data, p.first_offset)
+            # (Kafka rolls once for its one produce; here the first produce rolls now,
+            # each later one when it is appended)
+            p = produces[0]
+            segment = self._maybe_roll(len(p.data), p.max_timestamp, p.last_offset, now,
+                                       p.first_offset)
+            max_ts, shallow = -1, p.last_offset   # (validation's, over every produce)
+            for q in produces:
+                if q.max_timestamp > max_ts:
+                    max_ts, shallow = q.max_timestamp, q.shallow_offset_of_max_timestamp
+            updates = self._analyze_producers(produces, origin)
+            if type(updates) is BatchMetadata:
+                return self._duplicate_info(updates, max_ts, shallow, valid_bytes,
+                                            len(positions))
+            for p, update in zip(produces, updates):
                 self._append_set(p.data, p.first_offset, p.last_offset, p.max_timestamp,
                                  p.shallow_offset_of_max_timestamp, len(p.data), now, None,
-                                 updates)
-                if p.max_timestamp > max_ts:
-                    max_ts, shallow = p.max_timestamp, p.shallow_offset_of_max_timestamp
+                                 update, segment)
+                segment = None
         except OSError as exc:
             _raise_storage_error(exc, "append", self.dir)
         log_append = validator.log_append_time
-        return _tuple_new(LogAppendInfo, (produces[0][0].first_offset,
-                                          produces[-1][0].last_offset, max_ts, shallow,
-                                          now if log_append else -1,
+        return _tuple_new(LogAppendInfo, (produces[0].first_offset, produces[-1].last_offset,
+                                          max_ts, shallow, now if log_append else -1,
                                           self._local.log_start_offset, valid_bytes,
                                           len(positions), False))
 
+    def _analyze_producers(self, produces, origin) -> list | BatchMetadata:
+        """Kafka's ``analyzeAndValidateProducerState`` over the validated produces, in
+        order: per produce its producer-state updates (None without a producer id), or
+        the metadata of the first batch a client's produce retries. A retry is looked
+        for in the state before the call (a batch given twice in one call is no retry
+        but an out-of-order sequence); the checks of each produce see the produces
+        before it, as one ``ProducerAppendInfo`` per producer of the request does."""
+        producers = self._producers
+        shadow: dict | None = {} if len(produces) > 1 else None
+        client = origin == AppendOrigin.CLIENT
+        out = []
+        for p in produces:
+            data = p.data
+            if INT64.unpack_from(data, PRODUCER_ID_OFFSET)[0] < 0:
+                out.append(None)
+                continue
+            batch = producer_batch(data[:RECORD_BATCH_OVERHEAD], lambda d=data: bytes(d),
+                                   self.dir)
+            if client:   # (a client's batch is never a control batch: validated)
+                duplicate = producers.duplicate_of(batch)
+                if duplicate is not None:
+                    return duplicate
+            out.append(producers.analyze([batch], origin, shadow)[0])
+        return out
+
     # -- producer state of an append ----------------------------------------------------
 
-    def _duplicate_info(self, duplicate, valid_bytes: int, num_batches: int) -> LogAppendInfo:
-        """What Kafka answers a retried batch with: its original offsets."""
-        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
-                             duplicate.last_offset, duplicate.timestamp,
-                             self._local.log_start_offset, valid_bytes, num_batches, True)
+    def _duplicate_info(self, duplicate, max_ts: int, shallow: int, valid_bytes: int,
+                        num_batches: int) -> LogAppendInfo:
+        """What Kafka answers a retried batch with (``UnifiedLog.append``, its
+        ``maybeDuplicate`` case): the first and last offsets of the batch it retries, that
+        batch's timestamp as the log append time (whatever the timestamp type) and the
+        log start offset now; the max timestamp and its shallow offset stay as the
+        validation of the retry set them (``max_ts``, ``shallow``: offsets counted from
+        the log end), and so do the valid bytes and the batch count."""
+        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, max_ts, shallow,
+                             duplicate.timestamp, self._local.log_start_offset, valid_bytes,
+                             num_batches, True)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int,
                               control_type: ControlRecordType | int | str, *,
@@ -682,13 +765,14 @@ class Log:
         # a legacy wrapper's first offset is unknown without inflating it: Kafka rolls
         # at lastOffset - Integer.MAX_VALUE (then max with the LEO)
         roll_offset = lasts[-1] - _INT_MAX if magics[0] < 2 else None
-        updates = self._producers.replication_updates(view, positions, sizes) \
-            if magics[0] >= 2 else None
+        if min(magics) >= 2:
+            updates = self._producers.replication_updates(view, positions, sizes)
+        else:   # (legacy entries carry no producer state: only the v2 batches among them)
+            v2 = [i for i in range(len(positions)) if magics[i] >= 2]
+            updates = self._producers.replication_updates(
+                view, [positions[i] for i in v2], [sizes[i] for i in v2]) if v2 else None
         try:
-            if magics[0] >= 2:
-                for i in range(len(positions)):
-                    pos = positions[i]
-                    self._assign_epoch(view[pos:pos + RECORD_BATCH_OVERHEAD], bases[i])
+            self._follower_epochs(view, positions, magics, bases)
             self._append_set(view[:valid_bytes], first, lasts[-1], max_ts, shallow,
                              valid_bytes, now, roll_offset, updates)
         except OSError as exc:
@@ -696,6 +780,23 @@ class Log:
         return _tuple_new(LogAppendInfo, (first, lasts[-1], max_ts, shallow, -1,
                                           local.log_start_offset, valid_bytes,
                                           len(positions), False))
+
+    def _follower_epochs(self, view, positions, magics, bases) -> None:
+        """Kafka's ``UnifiedLog.append`` step "update the epoch cache with the epoch
+        stamped onto the message by the leader", batch by batch: a v2 batch's epoch is
+        assigned from its base offset; a legacy (magic 0/1) batch, a regression of the
+        message format, clears a non-empty cache and flushes it (``clearAndFlush``: the
+        checkpoint becomes ``0\\n0\\n``), so truncation falls back to the high watermark
+        after the next leader election."""
+        epochs = self._epochs
+        for i in range(len(positions)):
+            if magics[i] >= 2:
+                pos = positions[i]
+                self._assign_epoch(view[pos:pos + RECORD_BATCH_OVERHEAD], bases[i])
+            elif epochs.latest_entry() is not None:
+                logger.warning("Clearing leader epoch cache of %s after unexpected append "
+                               "with message format v%d", self.dir, magics[i])
+                epochs.clear_and_flush()
 
     def _check_batch_size(self, size: int, position: int) -> None:
         limit = self._config.max_message_bytes
@@ -718,20 +819,40 @@ class Log:
                 f"exceeds the maximum configured segment size of {limit}.",
                 limit=limit, path=self.dir)
 
-    def _append_set(self, data, first_offset: int, last_offset: int, max_ts: int,
-                    shallow_offset_of_max: int, size: int, now: int,
-                    roll_offset: int | None = None, producer_updates=None) -> None:
-        """Append one record set as Kafka's ``UnifiedLog.append`` does: roll if due, then
-        one ``LogSegment.append`` (at most one index entry), then flush if due."""
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int,
+                    roll_offset: int) -> LogSegment:
+        """Kafka's ``maybeRoll``: the active segment, rolled at ``roll_offset`` first
+        when an append of ``size`` bytes must go to a new one."""
         config = self._config
-        self._check_segment_size(size)
-        local = self._local   # (its fields read in place: no call per batch)
-        segment = local.segments[-1]
+        segment = self._local.segments[-1]
         if segment.needs_roll(size, max_ts, last_offset, now, config.segment_bytes,
                               config.segment_ms):
-            segment = self._roll(first_offset if roll_offset is None else roll_offset)
+            segment = self._roll(roll_offset)
+        return segment
+
+    def _append_set(self, data, first_offset: int, last_offset: int, max_ts: int,
+                    shallow_offset_of_max: int, size: int, now: int,
+                    roll_offset: int | None = None, producer_updates=None,
+                    segment: LogSegment | None = None) -> None:
+        """Append one record set as Kafka's ``UnifiedLog.append`` does: roll if due
+        (unless the caller did and passes the ``segment``), then one
+        ``LogSegment.append`` (at most one index entry), then flush if due."""
+        config = self._config
+        local = self._local   # (its fields read in place: no call per batch)
+        if segment is None:
+            self._check_segment_size(size)
+            segment = self._maybe_roll(size, max_ts, last_offset, now,
+                                       first_offset if roll_offset is None else roll_offset)
+        producers = self._producers
         try:
             segment.append(last_offset, max_ts, shallow_offset_of_max, data)
+            # the transactions the batches begin become unstable before the end moves
+            # past them: a lock-free reader of the LSO never sees the end past a
+            # transaction that the first unstable offset does not hold yet (Kafka's
+            # readers are bounded by the high watermark, which moves only after
+            # producerStateManager.update; see last_stable_offset)
+            if producer_updates:
+                producers.record_updates(producer_updates)
             local.next_offset = next_offset = last_offset + 1
         except BaseException:
             # what reached the file before a failure stays; the end offset follows it
@@ -739,10 +860,11 @@ class Log:
             raise
         local.recovery_point = recovery_point = min(local.recovery_point, next_offset)
         # (a failure to write the .txnindex below leaves the end offset moved: the
-        # batches are in the log, and a recovery rebuilds the index from them)
+        # batches are in the log, and a recovery rebuilds the index from them; Kafka
+        # completes transactions after the end moved, as here)
         if producer_updates:
-            self._producers.apply(producer_updates, segment.update_txn_index)
-        self._producers.last_map_offset = next_offset
+            producers.complete_txns(producer_updates, segment.update_txn_index)
+        producers.last_map_offset = next_offset
         if (next_offset - recovery_point >= config.flush_messages
                 or now - local.last_flush_ms >= config.flush_ms):
             self.flush()
@@ -922,31 +1044,61 @@ class Log:
             if target_offset >= local.next_offset:
                 self._epochs.truncate_from_end(local.next_offset)
                 return False
-            self._note_truncation(target_offset)
-            self._epochs.truncate_from_end(target_offset)
-            if target_offset < local.segments[0].base_offset:
-                self._truncate_fully_and_start_at(target_offset)
-                return True
-            if local.truncate_to(target_offset):
-                self._roll(target_offset, snapshot=False)   # (rebuilt below)
-            # Kafka's rebuildProducerState(targetOffset): snapshots above the target
-            # go, the state is reloaded from the latest one left and replayed
-            log_loader.rebuild_producer_state(self, self._producers, target_offset, False)
+            with self._changing_state():
+                return self._truncate_to(target_offset)
+
+    def _truncate_to(self, target_offset: int) -> bool:
+        """:meth:`truncate_to`'s cut, under the lock, its target below the log end."""
+        local = self._local
+        self._note_truncation(target_offset)
+        self._epochs.truncate_from_end(target_offset)
+        if target_offset < local.segments[0].base_offset:
+            self._truncate_fully_and_start_at(target_offset)
             return True
+        if local.truncate_to(target_offset):
+            self._roll(target_offset, snapshot=False)   # (rebuilt below)
+        # Kafka's rebuildProducerState(targetOffset): snapshots above the target
+        # go, the state is reloaded from the latest one left and replayed
+        log_loader.rebuild_producer_state(self, self._producers, target_offset, False)
+        return True
+
+    @contextlib.contextmanager
+    def _changing_state(self):
+        """Mark a truncation (under the lock) for lock-free readers of the LSO: the log end
+        moves before the producer state is emptied and rebuilt, so in between the two
+        give no LSO (the state may have lost a transaction open below the new end, or
+        still call one committed whose marker was cut). :attr:`last_stable_offset` reads
+        again under the lock when the count is odd or moved while it read: Kafka's
+        UnifiedLog.truncateTo rebuilds under its lock and publishes the first unstable
+        offset only after (``updateHighWatermark`` -> ``maybeIncrementFirstUnstableOffset``).
+        An append needs no mark: it orders its own writes (see :meth:`_append_set`)."""
+        self._state_changes += 1
+        try:
+            yield
+        finally:
+            self._state_changes += 1
 
     @_storage_op("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._check_open()
-            self._truncate_fully_and_start_at(new_offset)
+            with self._changing_state():
+                self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Kafka's ``UnifiedLog.truncateFullyAndStartAt``: the local log emptied at
+        ``new_offset``, the epochs cleared and flushed, the producer state emptied
+        (every snapshot deleted), then ``rebuildProducerState(newOffset)``. The rebuild
+        finds the map already at ``new_offset`` and, with no snapshot left, sets the last
+        snapshot offset to the log start offset (``onLogStartOffsetIncremented``): no
+        ``<new_offset>.snapshot`` is written, not then and not at :meth:`close`."""
         local = self._local
         self._note_truncation(min(new_offset, local.next_offset))
-        self._epochs.clear()
-        local.truncate_fully_and_start_at(new_offset)
+        local.truncate_fully_and_start_at(new_offset)   # (log start offset = new_offset)
+        self._epochs.clear_and_flush()
         self._producers.truncate_fully_and_start_at(new_offset)
+        log_loader.rebuild_producer_state(self, self._producers, new_offset, False)
         _fileio.fs.fsync_dir(self.dir)
 
     @_storage_op("deletion of records")

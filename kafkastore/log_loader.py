@@ -55,6 +55,7 @@ from kafkastore.producer_state import (
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     ProducerStateManager,
     iter_producer_batches,
+    skips_producer_state_load,
 )
 from kafkastore.segment import (
     CLEANED_FILE_SUFFIX,
@@ -292,7 +293,7 @@ def _delete_segments_if_log_start_greater_than_log_end(log: Log,
             seg.close_handlers()
             seg.delete_if_exists()
         log.local_log.set_segments([])
-        log._epochs.clear()
+        log._epochs.clear_and_flush()
         log._producers.truncate_fully_and_start_at(log_start_offset)
 
 
@@ -324,7 +325,8 @@ def rebuild_producer_state(log: Log, producers: ProducerStateManager, last_offse
     segments = [s for s in log.local_log.segments
                 if upto is None or s.base_offset < upto.base_offset]
     to_snapshot = [s.base_offset for s in segments[-2:]] + [last_offset]
-    if producers.latest_snapshot_offset() is None and reload_from_clean_shutdown:
+    if skips_producer_state_load(producers.latest_snapshot_offset(),
+                                 reload_from_clean_shutdown):
         for offset in to_snapshot:
             producers.update_map_end_offset(offset)
             producers.take_snapshot()

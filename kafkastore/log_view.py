@@ -55,8 +55,17 @@ from kafkastore.errors import (
 )
 from kafkastore.file_records import LogSlice, StorageRecords
 from kafkastore.index_view import OffsetIndexView, TimeIndexView
-from kafkastore.log_dir import InvalidPartitionDirError, parse_partition_dir_name
-from kafkastore.producer_state import PRODUCER_SNAPSHOT_FILE_SUFFIX, parse_snapshot
+from kafkastore.log_dir import (
+    CLEAN_SHUTDOWN_FILE,
+    InvalidPartitionDirError,
+    parse_partition_dir_name,
+)
+from kafkastore.producer_state import (
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    parse_snapshot,
+    skips_producer_state_load,
+    stray_snapshot_offsets,
+)
 from kafkastore.records import (
     RecordColumns,
     decode_columns,
@@ -122,7 +131,8 @@ class ReadOnlyLog:
     """
 
     def __init__(self, storage: ReadOnlyStorage, path: str, files: list[FileInfo], *,
-                 log_start_offset: int | None = None) -> None:
+                 log_start_offset: int | None = None,
+                 had_clean_shutdown: bool | None = None) -> None:
         self.storage = storage
         self.path = path
         self.uri = storage.uri(path)
@@ -132,6 +142,9 @@ class ReadOnlyLog:
         except InvalidPartitionDirError:
             self.topic_partition = None
         self._files = {_name_of(f.path): f for f in files if not f.is_dir}
+        # a standalone Log's clean close leaves the marker in the partition directory
+        self._had_clean_shutdown = CLEAN_SHUTDOWN_FILE in self._files \
+            if had_clean_shutdown is None else had_clean_shutdown
         segments = []
         for name, info in self._files.items():
             if name.endswith(LOG_FILE_SUFFIX):
@@ -153,17 +166,22 @@ class ReadOnlyLog:
     @classmethod
     def open(cls, uri: str, *, storage_options: Mapping[str, Any] | None = None,
              storage: ReadOnlyStorage | None = None,
-             log_start_offset: int | None = None) -> ReadOnlyLog:
+             log_start_offset: int | None = None,
+             had_clean_shutdown: bool | None = None) -> ReadOnlyLog:
         """The partition directory ``uri`` (a path or URI; with ``storage``, a path of
         that storage). One listing. ``log_start_offset`` is the log start offset when the
         caller knows it (a ``log-start-offset-checkpoint``); else the first segment's
-        base offset. A missing directory raises
+        base offset. ``had_clean_shutdown`` says whether the writer shut down cleanly
+        (the ``.kafka_cleanshutdown`` marker of its log directory); None: whether the
+        partition directory holds that marker (a standalone :class:`~kafkastore.log.Log`
+        leaves it there). A missing directory raises
         :class:`~kafkastore.errors.StorageFileNotFoundError`."""
         if storage is None:
             storage, path = open_storage(uri, storage_options)
         else:
             path = uri
-        return cls(storage, path, storage.list_dir(path), log_start_offset=log_start_offset)
+        return cls(storage, path, storage.list_dir(path), log_start_offset=log_start_offset,
+                   had_clean_shutdown=had_clean_shutdown)
 
     def __repr__(self) -> str:
         return f"ReadOnlyLog({self.uri!r}, segments={len(self.segments)})"
@@ -323,7 +341,10 @@ class ReadOnlyLog:
         with no marker yet (open in the latest readable producer snapshot at or below the
         log end offset, or begun by a batch after it), else the log end offset. Found by
         a walk of the batch headers after that snapshot (from the log start without
-        one)."""
+        one). The snapshots are those :meth:`Log.open <kafkastore.log.Log.open>` keeps
+        (stray ones are not); with none of them after a clean shutdown, the log end
+        offset, as ``Log.open`` finds it
+        (:func:`~kafkastore.producer_state.skips_producer_state_load`)."""
         if self._lso is None:
             self._lso = self._compute_lso()
         return self._lso
@@ -342,6 +363,11 @@ class ReadOnlyLog:
         suffix = PRODUCER_SNAPSHOT_FILE_SUFFIX
         snapshots = sorted((int(name[:-len(suffix)]), info) for name, info in self._files.items()
                            if name.endswith(suffix) and name[:-len(suffix)].isdigit())
+        strays = set(stray_snapshot_offsets([offset for offset, _ in snapshots], self._bases))
+        snapshots = [(offset, info) for offset, info in snapshots if offset not in strays]
+        if skips_producer_state_load(snapshots[-1][0] if snapshots else None,
+                                     self._had_clean_shutdown):
+            return end
         for offset, info in reversed(snapshots):
             if offset > end:
                 continue
@@ -738,6 +764,7 @@ class ReadOnlyLogDir:
         by_dir: dict[str, list[FileInfo]] = {}
         dirs: dict[str, str] = {}
         checkpoint = None
+        clean = False
         for info in files:
             rel = info.path[len(root):].lstrip("/") if info.path.startswith(root) else \
                 info.path
@@ -747,6 +774,8 @@ class ReadOnlyLogDir:
                     dirs[parts[0]] = info.path
                 elif parts[0] == LOG_START_OFFSET_CHECKPOINT_FILE:
                     checkpoint = info
+                elif parts[0] == CLEAN_SHUTDOWN_FILE:
+                    clean = True   # (a LogManager's clean shutdown marks its log dir)
             elif len(parts) == 2 and not info.is_dir:
                 by_dir.setdefault(parts[0], []).append(info)
         self._partitions: dict[TopicPartition, tuple[str, list[FileInfo]]] = {}
@@ -760,6 +789,7 @@ class ReadOnlyLogDir:
             self._partitions[parsed.topic_partition] = (
                 dirs.get(name, storage.join(path, name)), by_dir.get(name, []))
         self._starts = self._read_checkpoint(checkpoint)
+        self._clean = clean
         self._logs: dict[TopicPartition, ReadOnlyLog] = {}
 
     @classmethod
@@ -816,7 +846,8 @@ class ReadOnlyLogDir:
                     f"{self.uri} has no partition directory {tp.topic}-{tp.partition}",
                     path=self.uri) from None
             view = self._logs[tp] = ReadOnlyLog(self.storage, path, files,
-                                                log_start_offset=self._starts.get(tp))
+                                                log_start_offset=self._starts.get(tp),
+                                                had_clean_shutdown=self._clean or None)
         return view
 
     def logs(self) -> dict[TopicPartition, ReadOnlyLog]:

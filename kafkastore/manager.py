@@ -66,6 +66,7 @@ from kafkastore.config import (
     ConfigKey,
     LogConfig,
     at_least,
+    parse_int,
     parse_long,
 )
 from kafkastore.errors import (
@@ -131,7 +132,12 @@ class ManagerConfig(ConfigBase):
         ConfigKey("producer.id.expiration.check.interval.ms",
                   "producer_id_expiration_check_interval_ms", parse_long, 600000,
                   at_least(1), "How often producers idle for ``producer.id.expiration.ms`` "
-                  "(a cleaner setting) are forgotten (10 minutes)."),
+                  "are forgotten (10 minutes)."),
+        # Kafka: TransactionLogConfigs (a broker setting of the producer state)
+        ConfigKey("producer.id.expiration.ms", "producer_id_expiration_ms", parse_int,
+                  86400000, at_least(1), "How long a log keeps the state of a producer "
+                  "idle with no open transaction (1 day); the cleaner keeps the last "
+                  "batch of every producer a log still holds."),
     )
     _WHAT = "log manager"
 
@@ -140,6 +146,7 @@ class ManagerConfig(ConfigBase):
     recovery_point_checkpoint_interval_ms: int
     log_start_offset_checkpoint_interval_ms: int
     producer_id_expiration_check_interval_ms: int
+    producer_id_expiration_ms: int
 
 
 class _Scheduler:
@@ -291,8 +298,8 @@ class LogManager:
             else CleanerConfig(cleaner_config)
         #: The log cleaner (Kafka's LogCleaner); scheduled only with log.cleaner.enable.
         self.cleaner = LogCleaner(cleaner_config, self._logs_by_dir, time_ms=self._time_ms)
-        # one producer.id.expiration.ms for the logs and the cleaner (a broker setting)
-        self._producer_expiration_ms = cleaner_config.producer_id_expiration_ms
+        # one producer.id.expiration.ms for every log (a broker setting)
+        self._producer_expiration_ms = self.manager_config.producer_id_expiration_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, _LogDir] = {}

@@ -21,8 +21,12 @@ Snapshot file ``<20-digit offset>.snapshot`` (Kafka's ``ProducerSnapshot`` schem
 offset when the snapshot was taken: the state is that of the log below it. Only the
 latest batch of each producer is kept in a snapshot (so a reloaded producer can recognise
 a retry of its last batch only, as in Kafka). Entries are written in the order Java's
-``HashMap`` iterates Kafka's map (bucket order), so a set of producers gives Kafka's
-bytes.
+``HashMap`` iterates Kafka's map (bucket order, then insertion order within a bucket),
+so a set of producers gives Kafka's bytes. That order depends on the map's table size,
+which in Java only grows: a manager keeps the largest table its map ever had (expired
+producers and a cleared map do not shrink it), as Kafka's one ``HashMap`` per
+``ProducerStateManager`` does. (Not modelled: a bucket of 8 or more colliding ids, which
+Java turns into a tree with another order; coordinator-assigned ids do not collide so.)
 
 Invariants: snapshot offsets are unique and a snapshot is never rewritten (one is taken
 only when the map end offset moved past the last one). A snapshot that cannot be read
@@ -50,9 +54,7 @@ import crc32c
 
 from kafkastore import _fileio
 from kafkastore.batch_header import (
-    ATTRIBUTES_OFFSET,
     CONTROL_MASK,
-    INT16,
     INT64,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -82,7 +84,9 @@ __all__ = [
     "parse_snapshot",
     "producer_batch",
     "read_snapshot",
+    "skips_producer_state_load",
     "snapshot_bytes",
+    "stray_snapshot_offsets",
     "write_snapshot",
 ]
 
@@ -402,13 +406,23 @@ def snapshot_file(directory: str, offset: int) -> str:
     return os.path.join(directory, f"{offset:020d}{PRODUCER_SNAPSHOT_FILE_SUFFIX}")
 
 
-def _java_hashmap_order(pids: list[int]) -> list[int]:
-    """``pids`` (insertion order) in the order a ``java.util.HashMap<Long, _>`` holding
-    them iterates: by bucket, then insertion order (what Kafka's snapshot writer sees
-    for a map that never shrank)."""
-    capacity = 16
-    while len(pids) > capacity * 3 // 4:
+_JAVA_HASHMAP_INITIAL_CAPACITY = 16
+
+
+def _java_hashmap_capacity(size: int, capacity: int = _JAVA_HASHMAP_INITIAL_CAPACITY) -> int:
+    """The table size of a ``java.util.HashMap`` of table ``capacity`` after it grew to
+    hold ``size`` keys: it doubles whenever the size passes 3/4 of it (``putVal``:
+    ``++size > threshold`` -> ``resize()``) and never shrinks."""
+    while size > capacity * 3 // 4:
         capacity *= 2
+    return capacity
+
+
+def _java_hashmap_order(pids: list[int], capacity: int | None = None) -> list[int]:
+    """``pids`` (insertion order) in the order a ``java.util.HashMap<Long, _>`` of table
+    size ``capacity`` (default: the least that holds them, a map that never shrank)
+    iterates: by bucket, then insertion order within the bucket (a resize keeps it)."""
+    capacity = _java_hashmap_capacity(len(pids), capacity or _JAVA_HASHMAP_INITIAL_CAPACITY)
 
     def bucket(pid: int) -> int:
         v = pid & 0xFFFFFFFFFFFFFFFF
@@ -418,12 +432,40 @@ def _java_hashmap_order(pids: list[int]) -> list[int]:
     return sorted(pids, key=bucket)   # (sorted is stable)
 
 
-def snapshot_bytes(entries: Iterable[ProducerStateEntry]) -> bytes:
-    """The bytes of a version-1 snapshot of ``entries``."""
+def stray_snapshot_offsets(snapshot_offsets: Iterable[int],
+                           segment_base_offsets: Iterable[int]) -> list[int]:
+    """The snapshots Kafka's ``removeStraySnapshots`` deletes when a log opens, oldest
+    first: every one at no segment base, except the largest such one when it lies at or
+    above every base (the one a clean shutdown wrote at the log end offset)."""
+    bases = set(segment_base_offsets)
+    strays = [offset for offset in sorted(snapshot_offsets) if offset not in bases]
+    if strays and (not bases or strays[-1] >= max(bases)):
+        strays.pop()
+    return strays
+
+
+def skips_producer_state_load(latest_snapshot_offset: int | None,
+                              had_clean_shutdown: bool) -> bool:
+    """Whether opening a log builds its producer state from nothing at all: no snapshot
+    file, and a clean last shutdown (a directory from before producer state was kept,
+    Kafka's "upgrade" case). The state is then empty at the log end offset, no batch is
+    replayed, and there is no open transaction (the LSO is the log end offset).
+
+    Kafka: ``UnifiedLog.rebuildProducerState`` (``!latestSnapshotOffset().isPresent() &&
+    reloadFromCleanShutdown``). One rule for :class:`~kafkastore.log.Log`'s open
+    (:func:`kafkastore.log_loader.rebuild_producer_state`) and for
+    :class:`~kafkastore.log_view.ReadOnlyLog`'s LSO, so the two never disagree."""
+    return latest_snapshot_offset is None and had_clean_shutdown
+
+
+def snapshot_bytes(entries: Iterable[ProducerStateEntry], capacity: int | None = None) -> bytes:
+    """The bytes of a version-1 snapshot of ``entries`` (in the order they were put in
+    the map), as Kafka writes a ``HashMap`` of table size ``capacity`` holding them
+    (default: the least that holds them)."""
     entries = list(entries)
     by_pid = {e.producer_id: e for e in entries}
     body = bytearray()
-    for pid in _java_hashmap_order(list(by_pid)):
+    for pid in _java_hashmap_order(list(by_pid), capacity):
         e = by_pid[pid]
         body += _SNAPSHOT_ENTRY.pack(
             pid, e.producer_epoch, e.last_seq, e.last_data_offset, e.last_offset_delta,
@@ -483,12 +525,14 @@ def read_snapshot(path: str) -> list[ProducerStateEntry]:
     return parse_snapshot(data, path)
 
 
-def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], sync: bool) -> None:
-    """Write a snapshot file. Kafka writes it in place, not through a rename: a torn
-    file fails its CRC on load and an older snapshot is used instead."""
+def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], sync: bool,
+                   capacity: int | None = None) -> None:
+    """Write a snapshot file (``capacity``: as :func:`snapshot_bytes`). Kafka writes it
+    in place, not through a rename: a torn file fails its CRC on load and an older
+    snapshot is used instead."""
     fd = _fileio.open_to_rewrite(path)
     try:
-        _fileio.write_fully(fd, snapshot_bytes(entries))
+        _fileio.write_fully(fd, snapshot_bytes(entries, capacity))
         if sync:
             _fileio.fs.fsync(fd)
     finally:
@@ -521,6 +565,10 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._time_ms = time_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # the table size of Kafka's producers HashMap: grown with the map, never shrunk
+        # (the snapshot's entry order follows it; Kafka's map is one final HashMap that
+        # clear() empties in place)
+        self._table_capacity = _JAVA_HASHMAP_INITIAL_CAPACITY
         self._ongoing: dict[int, int] = {}          # first offset -> producer id
         self._first_unstable: int | None = None
         self._snapshots: list[int] = []             # sorted offsets
@@ -578,25 +626,17 @@ class ProducerStateManager:
         except the largest stray one if it lies above every base (the one a clean shutdown
         wrote at the log end offset). ``reload``: list the directory first (Kafka does;
         not needed when nothing else wrote snapshots since this manager listed them)."""
-        bases = set(segment_base_offsets)
         if reload:
             self._load_snapshots()
-        latest_stray = None
-        for offset in list(self._snapshots):
-            if offset in bases:
-                continue
-            if latest_stray is not None:
-                self._remove_and_delete_snapshot(latest_stray)
-            latest_stray = offset
-        if latest_stray is not None and bases and latest_stray < max(bases):
-            self._remove_and_delete_snapshot(latest_stray)
+        for offset in stray_snapshot_offsets(self._snapshots, segment_base_offsets):
+            self._remove_and_delete_snapshot(offset)
 
     def take_snapshot(self, sync: bool = True) -> str | None:
         """Write ``<map end offset>.snapshot`` if the map moved since the last one."""
         if self.last_map_offset <= self.last_snap_offset:
             return None
         path = snapshot_file(self.dir, self.last_map_offset)
-        write_snapshot(path, self.producers.values(), sync)
+        write_snapshot(path, self.producers.values(), sync, self._table_capacity)
         if self.last_map_offset not in self._snapshots:
             bisect.insort(self._snapshots, self.last_map_offset)
         self.last_snap_offset = self.last_map_offset
@@ -632,8 +672,15 @@ class ProducerStateManager:
         self._ongoing.clear()
         self._first_unstable = None
 
+    def _put_producer(self, producer_id: int, entry: ProducerStateEntry) -> None:
+        """``producers.put``, with Java's table growth (see ``_table_capacity``)."""
+        producers = self.producers
+        producers[producer_id] = entry
+        if len(producers) > self._table_capacity * 3 // 4:
+            self._table_capacity = _java_hashmap_capacity(len(producers), self._table_capacity)
+
     def load_producer_entry(self, entry: ProducerStateEntry) -> None:
-        self.producers[entry.producer_id] = entry
+        self._put_producer(entry.producer_id, entry)
         if entry.current_txn_first_offset is not None:
             self._ongoing[entry.current_txn_first_offset] = entry.producer_id
             self._refresh_first_unstable()
@@ -711,7 +758,7 @@ class ProducerStateManager:
         if current is not None:
             current.update_from(info.updated)
         else:
-            self.producers[info.producer_id] = info.updated
+            self._put_producer(info.producer_id, info.updated)
         for first in info.started_transactions:
             self._ongoing[first] = info.producer_id
         if info.started_transactions:
@@ -746,15 +793,6 @@ class ProducerStateManager:
         return self._first_unstable
 
     # -- an append's checks (Kafka's analyzeAndValidateProducerState) ------------------
-
-    def find_duplicate(self, header, shadow: dict | None) -> BatchMetadata | None:
-        """The metadata of the batch that the v2 batch whose first 61 bytes are ``header``
-        retries, or None (Kafka's ``findDuplicateBatch`` against the producer's last five
-        batches, as ``shadow`` (producer id -> entry) or the state leaves them)."""
-        if INT16.unpack_from(header, ATTRIBUTES_OFFSET)[0] & CONTROL_MASK:
-            return None   # a marker is never a retry (and the validator refuses a client's)
-        batch = producer_batch(header, bytes, self.dir)   # (a data batch: no body needed)
-        return None if batch is None else self.duplicate_of(batch, shadow)
 
     def duplicate_of(self, batch: ProducerBatch, shadow: dict | None = None
                      ) -> BatchMetadata | None:
@@ -815,13 +853,24 @@ class ProducerStateManager:
         return [(info, None) for info in infos.values()] + [(None, t) for t in completed]
 
     def apply(self, updates, on_completed: Callable[[CompletedTxn, int], None]) -> None:
-        """Kafka's step after ``LogSegment.append``: apply the append infos of
-        :meth:`analyze` / :meth:`replication_updates`, then complete each transaction a
-        marker ended, ``on_completed(txn, lso)`` first (the segment writes an aborted
-        one's ``.txnindex`` entry)."""
+        """Kafka's step after ``LogSegment.append``: :meth:`record_updates`, then
+        :meth:`complete_txns`."""
+        self.record_updates(updates)
+        self.complete_txns(updates, on_completed)
+
+    def record_updates(self, updates) -> None:
+        """Apply the append infos of :meth:`analyze` / :meth:`replication_updates`
+        (Kafka's ``producerStateManager.update`` per producer of the append): the
+        transactions they begin become unstable here."""
         for info, _completed in updates:
             if info is not None:
                 self.update(info)
+
+    def complete_txns(self, updates, on_completed: Callable[[CompletedTxn, int], None]
+                      ) -> None:
+        """Complete each transaction a marker of ``updates`` ended,
+        ``on_completed(txn, lso)`` first (the segment writes an aborted one's
+        ``.txnindex`` entry)."""
         for _info, completed in updates:
             if completed is not None:
                 on_completed(completed, self.last_stable_offset(completed))

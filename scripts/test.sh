@@ -8,9 +8,19 @@
 #    otherwise a wheel built from this source tree (pip install ".[test]").
 # 3. Runs pytest from an empty temporary directory, so `import kafkastore` finds the
 #    installed package and never ./kafkastore (conftest.py double-checks this):
-#      - compiled backend:  KAFKASTORE_EXPECT_BACKEND=cython
-#      - pure backend:      KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python
-#    KAFKASTORE_BACKENDS="python" runs only the second (e.g. for a pure wheel).
+#      - compiled backend:  KAFKASTORE_EXPECT_BACKEND=cython, every test
+#      - pure backend:      KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python,
+#                           with --kernel-tests-only: the tests whose outcome the kernels
+#                           can decide. The same_python families (Spark, object storage,
+#                           the CLI end to end, bench, modules without a kernel; listed in
+#                           tests/_selection.py SAME_PYTHON, reasons in docs/development.rst)
+#                           run the same Python on either backend and run once, compiled.
+#                           pytest counts them as deselected and names the families.
+#    KAFKASTORE_BACKENDS="python" runs only the second (e.g. for a pure wheel): then the
+#    pure run takes every test, since nothing else runs the same_python ones.
+#    KAFKASTORE_PURE_SELECTION=all runs every test on the pure backend too.
+#    With two CPUs or more the two runs go side by side (the pure run's output printed
+#    when both are done); KAFKASTORE_PARALLEL=0 runs them one after the other.
 #
 # Arguments go to pytest. Paths among them are taken relative to the caller's directory;
 # without any, the whole tests/ directory runs. Exits non-zero if any run failed or
@@ -20,6 +30,14 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${KAFKASTORE_VENV:-.venv}"
 BACKENDS="${KAFKASTORE_BACKENDS:-cython python}"
+PURE_SELECTION="${KAFKASTORE_PURE_SELECTION:-kernels}"
+case "$PURE_SELECTION" in
+    kernels|all) ;;
+    *) echo "test.sh: KAFKASTORE_PURE_SELECTION=$PURE_SELECTION: expected kernels or all" >&2
+       exit 2 ;;
+esac
+# The same_python tests run once: on the compiled backend when it runs.
+case " $BACKENDS " in *" cython "*) ;; *) PURE_SELECTION=all ;; esac
 
 # Resolve relative paths against the caller's directory before we cd anywhere.
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
@@ -77,32 +95,76 @@ case "$ORIGIN" in
         echo "test.sh: that is the source tree, not the installed package" >&2; exit 2 ;;
 esac
 
+# One backend's pytest run: `run_backend <backend>` prints its header and pytest's output,
+# and leaves "<rc> <seconds>" in $WORK/result-<backend>.
+run_backend() {
+    local backend="$1" selection=() env=() rc=0 start=$SECONDS
+    case "$backend" in
+        cython) env=(KAFKASTORE_EXPECT_BACKEND=cython) ;;
+        python) env=(KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python)
+                [ "$PURE_SELECTION" = all ] || selection=(--kernel-tests-only) ;;
+    esac
+    echo
+    echo "test.sh: ==== backend=$backend: ${env[*]} pytest ${selection[*]} ${args[*]}"
+    if [ "${#selection[@]}" -gt 0 ]; then
+        echo "test.sh: the pure backend reruns the tests whose outcome the kernels can decide;"
+        echo "test.sh: the same_python ones run on the compiled backend (they are counted as"
+        echo "test.sh: deselected below; KAFKASTORE_PURE_SELECTION=all runs them here too)"
+    fi
+    # each run its own temporary directories: the two may run at the same time
+    env "${env[@]}" KAFKASTORE_REQUIRE_INSTALLED=1 \
+        "$VENV/bin/pytest" -p no:cacheprovider -c "$REPO/pyproject.toml" --rootdir "$REPO" \
+        --basetemp "$WORK/tmp-$backend" ${selection[@]+"${selection[@]}"} "${args[@]}" || rc=$?
+    echo "$rc $((SECONDS - start))" > "$WORK/result-$backend"
+}
+
+for backend in $BACKENDS; do
+    case "$backend" in
+        cython|python) ;;
+        *) echo "test.sh: unknown backend '$backend' in KAFKASTORE_BACKENDS" >&2; exit 2 ;;
+    esac
+done
+# Both backends at once when there are two CPUs or more (KAFKASTORE_PARALLEL=0: one after
+# the other). Each run is one Python process, mostly on one CPU, so two of them take about
+# the time of the longer one. The pure run's output goes to a file, printed when both are
+# done; the compiled run prints as it goes.
+PARALLEL="${KAFKASTORE_PARALLEL:-}"
+if [ -z "$PARALLEL" ]; then
+    PARALLEL=0
+    [ "$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)" -ge 2 ] && PARALLEL=1
+fi
+set -- $BACKENDS
+if [ "$PARALLEL" != 0 ] && [ "$#" -eq 2 ]; then
+    first="$1" second="$2"
+    echo "test.sh: running backend=$second beside backend=$first (KAFKASTORE_PARALLEL=0:"
+    echo "test.sh: one after the other); its output follows when both are done"
+    run_backend "$second" > "$WORK/output-$second" 2>&1 &
+    other=$!
+    run_backend "$first"
+    wait "$other" || true
+    cat "$WORK/output-$second"
+else
+    for backend in $BACKENDS; do
+        run_backend "$backend"
+    done
+fi
+
 status=0
 summary=()
 for backend in $BACKENDS; do
-    case "$backend" in
-        cython) env=(KAFKASTORE_EXPECT_BACKEND=cython) ;;
-        python) env=(KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python) ;;
-        *) echo "test.sh: unknown backend '$backend' in KAFKASTORE_BACKENDS" >&2; exit 2 ;;
-    esac
-    echo
-    echo "test.sh: ==== backend=$backend: ${env[*]} pytest ${args[*]}"
-    start=$SECONDS
-    rc=0
-    env "${env[@]}" KAFKASTORE_REQUIRE_INSTALLED=1 \
-        "$VENV/bin/pytest" -p no:cacheprovider -c "$REPO/pyproject.toml" --rootdir "$REPO" \
-        "${args[@]}" || rc=$?
+    read -r rc seconds < "$WORK/result-$backend" || { rc=1; seconds="?"; }
     if [ "$rc" -eq 5 ]; then
         echo "test.sh: backend=$backend collected no tests (pytest exit 5): counted as a failure" >&2
     fi
-    line="backend=$backend: pytest exit $rc in $((SECONDS - start))s"
+    selection=""
+    [ "$backend" = python ] && [ "$PURE_SELECTION" != all ] && selection=" (--kernel-tests-only)"
+    line="backend=$backend$selection: pytest exit $rc in ${seconds}s"
     if [ "$rc" -eq 0 ]; then
         line="PASS $line"
     else
         line="FAIL $line"
         status=1
     fi
-    echo "test.sh: $line"
     summary+=("$line")
 done
 

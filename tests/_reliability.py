@@ -14,6 +14,7 @@ violations in those 5,000.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections import Counter
@@ -39,19 +40,23 @@ class Figures:
         self.counts[name] += n
 
     def save(self, path: str, backend: str) -> None:
-        """Merge this run's counts into the JSON file ``path`` under ``backend``."""
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (FileNotFoundError, ValueError):
-            data = {}
-        mine = Counter(data.get(backend, {}))
-        mine.update(self.counts)
-        data[backend] = dict(sorted(mine.items()))
-        data.setdefault("tier", TIER)
-        with open(path, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
+        """Merge this run's counts into the JSON file ``path`` under ``backend``. Under a
+        lock (``path.lock``): scripts/test.sh runs both backends at once, and each merges
+        into the same file when it ends."""
+        with open(f"{path}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(path) as f:
+                    data = json.load(f)
+            except (FileNotFoundError, ValueError):
+                data = {}
+            mine = Counter(data.get(backend, {}))
+            mine.update(self.counts)
+            data[backend] = dict(sorted(mine.items()))
+            data.setdefault("tier", TIER)
+            with open(path, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.write("\n")
 
 
 FIGURES = Figures()

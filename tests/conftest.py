@@ -15,6 +15,19 @@ KAFKASTORE_VECTORS
     directory of the Kafka reference vectors (default: ../shared/vectors, else the copy
     in tests/data/vectors; see tests/_vectors.py).
 HYPOTHESIS_PROFILE=default|ci|expensive|mutate
+
+Command-line option added here:
+
+--kernel-tests-only
+    deselect the tests marked ``same_python`` (the families in tests/_selection.py
+    SAME_PYTHON: their outcome does not depend on the backend). scripts/test.sh passes it
+    to the pure-backend run; the deselected tests are counted in pytest's summary ("N
+    deselected") and named by family in the terminal summary.
+--kernel-impl=cython|python
+    of the tests parametrised over both implementations of a kernel (the ``impl``
+    fixture, test_column_encode.py's ``enc``), keep the one given and deselect the other.
+    .ci/run's sanitizer step keeps ``cython``: ASan and UBSan instrument the compiled
+    kernels, and the pure twins' cases run on both backends' ordinary runs.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from hypothesis import settings
 
 import kafkastore
 import kafkastore._kernels as K
+from _selection import same_python_family
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE_PACKAGE = REPO / "kafkastore"
@@ -93,16 +107,76 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+# -- which tests the pure backend reruns (tests/_selection.py) -----------------------------
+
+_SAME_PYTHON_DESELECTED = pytest.StashKey[dict]()   # family -> tests deselected
+
+#: Fixtures parametrised over the kernel implementations ("cython", "python").
+IMPL_FIXTURES = ("impl", "enc")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kernel-tests-only", action="store_true", default=False,
+        help="deselect the tests marked same_python (tests/_selection.py SAME_PYTHON): the pure"
+             " backend's run in scripts/test.sh")
+    parser.addoption(
+        "--kernel-impl", choices=tuple(IMPL_PACKAGES), default=None,
+        help="run only this implementation's cases of the tests parametrised over both"
+             " (fixtures impl, enc); the other's are deselected (.ci/run's sanitizer step)")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Everything under tests/benchmarks, and any test using pytest-benchmark's fixture, is a
     # benchmark: deselected by the default `-m "not benchmark and not slow"`. tryfirst so the
-    # mark exists before pytest's own -m deselection runs.
+    # marks exist before pytest's own -m deselection runs.
     benchmarks = Path(__file__).resolve().parent / "benchmarks"
+    kernel_tests_only = config.getoption("--kernel-tests-only")
+    only_impl = config.getoption("--kernel-impl")
+    kept, deselected = [], []
+    families: dict[str, int] = {}
     for item in items:
-        in_dir = Path(str(item.path)).resolve().is_relative_to(benchmarks)
-        if in_dir or "benchmark" in getattr(item, "fixturenames", ()):
+        path = Path(str(item.path)).resolve()
+        if path.is_relative_to(benchmarks) or "benchmark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.benchmark)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if only_impl and any(params.get(name, only_impl) != only_impl
+                             for name in IMPL_FIXTURES):
+            deselected.append(item)
+            continue
+        family = same_python_family(path)
+        if family is not None:
+            item.add_marker(pytest.mark.same_python)
+            if kernel_tests_only:
+                deselected.append(item)
+                families[family] = families.get(family, 0) + 1
+                continue
+        kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+    config.stash[_SAME_PYTHON_DESELECTED] = families
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # `scripts/test.sh tests/spark`: every test asked for is same_python, so the pure run
+    # has none left. That is the selection working, not "no tests collected".
+    if (exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+            and session.config.stash.get(_SAME_PYTHON_DESELECTED, {})
+            and not session.items):
+        session.exitstatus = pytest.ExitCode.OK
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    families = config.stash.get(_SAME_PYTHON_DESELECTED, {})
+    if config.getoption("--kernel-tests-only"):
+        total = sum(families.values())
+        detail = ", ".join(f"{n} {family}" for family, n in sorted(families.items()))
+        terminalreporter.write_line(
+            f"--kernel-tests-only: {total} same_python tests deselected"
+            f"{f' ({detail})' if detail else ''}; they run on the compiled backend"
+            " (tests/_selection.py SAME_PYTHON)")
 
 
 # -- fixtures -----------------------------------------------------------------------------

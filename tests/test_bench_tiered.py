@@ -15,6 +15,7 @@ from kafkastore.bench.suite import run_suite
 from kafkastore.bench.workload import make_workload
 
 pytest.importorskip("cryptography")
+pytest.importorskip("Crypto", reason="the key ring's RSA is pycryptodome's")
 
 N = 2000
 

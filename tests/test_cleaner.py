@@ -368,8 +368,9 @@ def test_markers_go_in_two_rounds_once_their_transaction_is_gone(tmp_path, clock
         return {b.base_offset: b.delete_horizon_ms if b.has_delete_horizon else None
                 for seg in log.segments for b in _batches(seg) if b.is_control}
 
-    config = cfg(**{"producer.id.expiration.ms": 1})   # producers long gone
-    clock.sleep(10)
+    config = cfg()
+    clock.sleep(DAY)   # producers long gone: the log's expiration forgets them
+    assert log.remove_expired_producers() == 2
     clean(log, config=config)
     # round 1: the transactions' batches were still there, so both markers stay as they are
     assert markers() == {1: None, 3: None}
@@ -418,6 +419,10 @@ def test_the_last_batch_of_an_active_producer_is_kept_empty(tmp_path, clock):
     assert (mine[0].last_offset, mine[0].producer_epoch, mine[0].base_sequence) == (0, 3, 0)
     check_oracle(log, w.model, 3)
     clock.sleep(DAY)
+    clean(log, config=cfg())   # idle, but the log's state still holds the producer
+    assert [b.base_offset for seg in log.segments for b in _batches(seg)
+            if b.producer_id == 7] == [0]
+    assert log.remove_expired_producers() == 1   # the log's producer.id.expiration.ms
     clean(log, config=cfg())
     assert not [b for seg in log.segments for b in _batches(seg) if b.producer_id == 7]
     log.close()

@@ -1424,10 +1424,11 @@ def test_close_is_idempotent_and_operations_after_close_raise(tmp_path, clock):
         with pytest.raises(LogClosedError):
             op()
     assert log.flush_if_due(clock() + 10**12) is False
-    # Kafka's close also writes a producer snapshot at the log end offset (empty here)
+    # Kafka's close also writes a producer snapshot at the log end offset (empty here);
+    # its open created the (empty) leader-epoch-checkpoint
     assert sorted(os.listdir(tmp_path)) == [CLEAN_SHUTDOWN_FILE, f"{0:020d}.index",
                                             f"{0:020d}.log", f"{0:020d}.timeindex",
-                                            f"{1:020d}.snapshot"]
+                                            f"{1:020d}.snapshot", "leader-epoch-checkpoint"]
 
 
 def test_read_after_close_raises(tmp_path, clock):

@@ -44,8 +44,9 @@ def test_the_lock_leaves_no_file(tmp_path):
     log = open_log(path)
     log.append([(b"k", b"v", T0)])
     names = sorted(os.listdir(path))
+    # (no lock file; the empty leader-epoch-checkpoint is Kafka's, made by the open)
     assert names == ["00000000000000000000.index", "00000000000000000000.log",
-                     "00000000000000000000.timeindex"]
+                     "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
     log.close()
 
 

@@ -88,9 +88,10 @@ def test_retention_pass_uses_the_same_boundary_with_the_log_clock(tmp_path, delt
 DELETE_RETENTION = 100
 
 
-def _compacted(tmp_path, clock) -> Log:
-    return open_log(tmp_path, clock, cleanup_policy="compact", segment_bytes=1024,
-                    delete_retention_ms=DELETE_RETENTION)
+def _compacted(tmp_path, clock, **kw) -> Log:
+    return Log.open(str(tmp_path), {"cleanup.policy": "compact", "segment.bytes": 1024,
+                                    "delete.retention.ms": DELETE_RETENTION},
+                    time_ms=clock, **kw)
 
 
 def _append_at(log: Log, data: bytes) -> None:
@@ -132,7 +133,7 @@ def test_marker_goes_at_its_delete_horizon(tmp_path, delta, kept):
     batch.deleteHorizonMs().getAsLong() <= currentTime``: the marker of a transaction
     that left nothing is stamped by one round and goes at (not after) its horizon."""
     clock = Clock()
-    log = _compacted(tmp_path, clock)
+    log = _compacted(tmp_path, clock, producer_id_expiration_ms=1)
     _data(log, [(b"a", b"1")], clock, producer_id=1, producer_epoch=0, base_sequence=0,
           is_transactional=True)
     _append_at(log, encode_control_batch(ControlRecordType.COMMIT, producer_id=1,
@@ -141,8 +142,9 @@ def test_marker_goes_at_its_delete_horizon(tmp_path, delta, kept):
     _data(log, [(b"a", b"2")], clock)    # supersedes the transaction's only record
     _data(log, [(b"q", b"x")], clock)
     log.roll()
-    config = CleanerConfig({**SMALL, "producer.id.expiration.ms": 1})   # producer 1 gone
+    config = CleanerConfig(SMALL)
     clock.sleep(10)
+    log.remove_expired_producers()   # producer 1 is gone: its marker is not kept for it
 
     def marker_horizons():
         return [b.delete_horizon_ms if b.has_delete_horizon else None
@@ -209,8 +211,7 @@ def test_cleaner_counts_a_producer_active_below_the_limit(tmp_path, delta, activ
     log.roll()
     now = clock() + EXPIRATION + delta
     log.remove_expired_producers(now)   # the log manager's periodic expiration, then a round
-    clean(log, config=CleanerConfig({**SMALL, "producer.id.expiration.ms": EXPIRATION}),
-          now_ms=now)
+    clean(log, config=CleanerConfig(SMALL), now_ms=now)
     kept = [(b.producer_id, b.record_count) for b in _all_batches(log)]
     # an active producer's last batch stays as an empty header; an expired one's goes
     assert kept == ([(3, 0), (-1, 1)] if active else [(-1, 1)])

@@ -336,8 +336,8 @@ def test_producers_expire_through_the_manager(tmp_path):
     from kafkastore.manager import LogManager
     clock = Clock()
     m = LogManager(str(tmp_path), background=False, time_ms=clock,
-                   cleaner_config={"producer.id.expiration.ms": 1000},
-                   manager_config={"producer.id.expiration.check.interval.ms": 500})
+                   manager_config={"producer.id.expiration.ms": 1000,
+                                   "producer.id.expiration.check.interval.ms": 500})
     log = m.get_or_create("t", 0)
     log.append([(b"k", b"v")], producer_id=PID, producer_epoch=0, base_sequence=0)
     with pytest.raises(OutOfOrderSequenceError):

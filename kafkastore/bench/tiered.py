@@ -13,7 +13,7 @@ of :data:`COPIES`:
 ``aiven zstd 4 MiB``    Aiven layout, zstd per chunk, the plugin's default chunk size
 ``aiven zstd 64 KiB``   the same with 64 KiB chunks
 ``aiven aes-gcm 4 MiB`` Aiven layout, AES-GCM per chunk (no compression), an RSA key
-                        made for the run; absent without ``cryptography``
+                        made for the run; absent without the ``tiered`` extra
 ======================= ==========================================================
 
 Timed cases (:func:`timed_cases`; ``kafkastore`` is the tiered read, ratio = peer time /
@@ -39,6 +39,12 @@ need (the batches of the answer), from the chunk index. What the copy reads once
 (listing, manifests, every segment's ``.indexes``, the tail of the last segment for the
 log end offset) is measured before the queries and reported apart.
 
+Encryption alone (:func:`crypto_cases`, no copy): the RSA-OAEP unwrap of a data key
+(SHA3-512 for OAEP and MGF1, as the plugin's keys are wrapped) by the key ring beside
+pycryptodome's PKCS1_OAEP and ``cryptography``'s OAEP (skipped where OpenSSL refuses
+SHA-3 in OAEP), and one chunk's AES-GCM decryption by the segment transform beside
+``cryptography``'s AESGCM and pycryptodome's AES MODE_GCM (``asv_bench/compare_crypto.py``).
+
 Used by ``kafkastore bench`` (workload ``tiered``), ``asv_bench/benchmarks/tiered.py`` and
 ``asv_bench/compare_tiered.py``. Thread-safety: none; a fixture is one thread's.
 """
@@ -61,7 +67,8 @@ __all__ = ["TOPIC", "TOPIC_ID", "SEGMENTS", "PER_APPEND", "READ_WINDOW", "RANDOM
            "build_partition", "build_fixture", "warm", "cold", "timed_cases",
            "measure_fetches",
            "records_count", "columns_count", "random_offsets", "read_offsets", "raw_read",
-           "transformed_chunks", "zstd_alone", "data_keys", "aesgcm_alone"]
+           "transformed_chunks", "zstd_alone", "data_keys", "aesgcm_alone",
+           "RSA_BITS", "GCM_CHUNK_SIZES", "crypto_cases"]
 
 TOPIC = "bench"
 #: A fixed topic id (Kafka's base64 form of 16 bytes), so copies are reproducible.
@@ -100,7 +107,7 @@ COPIES = (PLAIN, LOCAL_TIERED, ZSTD, ZSTD_SMALL, AES)
 class TieredFixture:
     """The partition directory and its copies (see the module); :meth:`close` closes
     the views it opened. ``copies`` holds the copies that were made (the encrypted one is
-    absent without ``cryptography``; ``missing`` says why)."""
+    absent without the ``tiered`` extra; ``missing`` says why)."""
 
     root: str
     partition_dir: str
@@ -176,12 +183,14 @@ def build_partition(directory: str, keys: Sequence[bytes], values: Sequence[byte
 
 def _key_ring():
     """A key ring with one fresh RSA key, or the reason there is none."""
-    try:
-        from kafkastore.tiered.crypto import KeyRing
+    from kafkastore.errors import ConfigError
+    from kafkastore.tiered.crypto import KeyRing, new_aead
 
+    try:
+        new_aead(bytes(32))      # the chunks' library, before a key is made
         ring, _pem = KeyRing.generate("bench")
-    except ImportError as exc:
-        return None, f"cryptography is not installed ({exc})"
+    except ConfigError as exc:   # the tiered extra is not installed
+        return None, str(exc)
     return ring, None
 
 
@@ -412,6 +421,136 @@ def timed_cases(fx: TieredFixture, timed: Callable[[Callable[[], object]], Timer
         cases.append(Case(f"raw segment read, {name}",
                           on(name, lambda log, name=name: raw_read(fx.copy(name), log)),
                           {peer: alone}, fx.original_bytes, "bytes"))
+    return cases
+
+
+# -- the encryption primitives alone ------------------------------------------------------
+
+#: RSA key sizes of the data-key unwrap cases (:func:`crypto_cases`).
+RSA_BITS = (2048, 4096)
+#: Chunk sizes of the AES-GCM cases: the plugin's default chunk and a small one.
+GCM_CHUNK_SIZES = (4 << 20, 64 << 10)
+
+
+def _checked(name: str, fn: Callable[[], bytes], expected: bytes,
+             timed: Callable[[Callable[[], object]], Timer]) -> Timer:
+    """A timer of ``fn`` after one call checked against ``expected`` (a peer that
+    answers wrongly is an error, not a fast peer)."""
+    if fn() != expected:
+        raise AssertionError(f"{name} does not give the expected bytes")
+    return timed(fn)
+
+
+def _oaep_peers(pem: bytes, blob: bytes, data_key: bytes, timed) -> dict:
+    """The independent unwraps of ``blob``: pycryptodome's PKCS1_OAEP and
+    ``cryptography``'s OAEP, each with SHA3-512 for the label hash and MGF1 (a maker
+    raises NotImplementedError when the library is absent or refuses the parameters)."""
+    def pycryptodome() -> Timer:
+        try:
+            from Crypto.Cipher import PKCS1_OAEP
+            from Crypto.Hash import SHA3_512
+            from Crypto.PublicKey import RSA
+            from Crypto.Signature.pss import MGF1
+        except ImportError as exc:
+            raise NotImplementedError(f"pycryptodome is not installed ({exc})") from None
+        key = RSA.import_key(pem)
+        return _checked("pycryptodome", lambda: PKCS1_OAEP.new(
+            key, hashAlgo=SHA3_512, mgfunc=lambda x, y: MGF1(x, y, SHA3_512)).decrypt(blob),
+            data_key, timed)
+
+    def cryptography() -> Timer:
+        try:
+            import cryptography as lib
+            from cryptography.exceptions import UnsupportedAlgorithm
+            from cryptography.hazmat.primitives import hashes, serialization
+            from cryptography.hazmat.primitives.asymmetric import padding
+        except ImportError as exc:
+            raise NotImplementedError(f"cryptography is not installed ({exc})") from None
+        key = serialization.load_pem_private_key(pem, password=None)
+        oaep = padding.OAEP(mgf=padding.MGF1(hashes.SHA3_512()),
+                            algorithm=hashes.SHA3_512(), label=None)
+        try:
+            key.decrypt(blob, oaep)
+        except UnsupportedAlgorithm as exc:
+            raise NotImplementedError(f"cryptography {lib.__version__} refuses OAEP over "
+                                      f"SHA3-512 ({exc})") from None
+        return _checked("cryptography", lambda: key.decrypt(blob, oaep), data_key, timed)
+
+    return {"pycryptodome PKCS1_OAEP": pycryptodome, "cryptography OAEP": cryptography}
+
+
+def _gcm_peers(key: bytes, aad: bytes, blob: bytes, plain: bytes, timed) -> dict:
+    """The independent AES-GCM decryptions of the chunk ``blob`` (``IV || ciphertext ||
+    tag``): ``cryptography``'s AESGCM and pycryptodome's AES in MODE_GCM."""
+    from kafkastore.tiered.crypto import IV_SIZE, TAG_SIZE
+
+    view = memoryview(blob)
+    iv, body, tag = bytes(view[:IV_SIZE]), view[IV_SIZE:-TAG_SIZE], bytes(view[-TAG_SIZE:])
+
+    def cryptography() -> Timer:
+        try:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        except ImportError as exc:
+            raise NotImplementedError(f"cryptography is not installed ({exc})") from None
+        aead = AESGCM(key)
+        return _checked("AESGCM", lambda: aead.decrypt(iv, view[IV_SIZE:], aad), plain,
+                        timed)
+
+    def pycryptodome() -> Timer:
+        try:
+            from Crypto.Cipher import AES
+        except ImportError as exc:
+            raise NotImplementedError(f"pycryptodome is not installed ({exc})") from None
+
+        def run() -> bytes:
+            # a GCM cipher object serves one message: one per chunk, as a reader would
+            cipher = AES.new(key, AES.MODE_GCM, nonce=iv, mac_len=TAG_SIZE)
+            cipher.update(aad)
+            return cipher.decrypt_and_verify(body, tag)
+        return _checked("AES MODE_GCM", run, plain, timed)
+
+    return {"cryptography AESGCM alone": cryptography, "pycryptodome AES MODE_GCM": pycryptodome}
+
+
+def crypto_cases(timed: Callable[[Callable[[], object]], Timer], *,
+                 rsa_bits: Sequence[int] = RSA_BITS,
+                 chunk_sizes: Sequence[int] = GCM_CHUNK_SIZES) -> list[Case]:
+    """The encryption of encrypted copies alone, no copy needed: a data key's RSA-OAEP
+    unwrap (ours: :meth:`KeyRing.unwrap <kafkastore.tiered.crypto.KeyRing.unwrap>`) beside
+    pycryptodome's PKCS1_OAEP and ``cryptography``'s OAEP, one key of each of
+    ``rsa_bits``; one chunk's AES-GCM decryption (ours: the transform's
+    ``detransform``) beside ``cryptography``'s AESGCM alone and pycryptodome's AES
+    MODE_GCM, one chunk of each of ``chunk_sizes`` random bytes. A peer's first answer is
+    checked; a missing or refusing peer is a skipped comparison."""
+    from kafkastore.tiered.chunk_index import Chunk
+    from kafkastore.tiered.crypto import KeyRing, new_data_key_and_aad
+    from kafkastore.tiered.transform import ChunkTransform
+
+    path = "bench://crypto"
+    cases = []
+    for bits in rsa_bits:
+        ring, pem = KeyRing.generate("bench", bits=bits)
+        data_key = new_data_key_and_aad()[0]
+        key_id, blob = ring.wrap(data_key)
+
+        def ours(ring=ring, key_id=key_id, blob=blob, data_key=data_key) -> Timer:
+            return _checked("KeyRing.unwrap",
+                            lambda: ring.unwrap(key_id, blob, path=path), data_key, timed)
+        cases.append(Case(f"RSA-OAEP SHA3-512 unwrap, {bits}-bit key", ours,
+                          _oaep_peers(pem, blob, data_key, timed), 1, "unwraps"))
+    for size in chunk_sizes:
+        key, aad = new_data_key_and_aad()
+        transform = ChunkTransform(False, key, aad)
+        plain = os.urandom(size)
+        blob = transform.transform(plain)
+        chunk = Chunk(0, 0, size, 0, len(blob))
+
+        def ours(transform=transform, blob=blob, chunk=chunk, plain=plain) -> Timer:
+            return _checked("detransform",
+                            lambda: transform.detransform(blob, chunk, path=path), plain,
+                            timed)
+        cases.append(Case(f"AES-GCM chunk decrypt, {size >> 10} KiB", ours,
+                          _gcm_peers(key, aad, blob, plain, timed), size, "bytes"))
     return cases
 
 

@@ -15,15 +15,22 @@ PSource.PSpecified.DEFAULT)``, an empty label), unlike the JDK's SunJCE provider
 ``OAEPWith<digest>AndMGF1Padding`` names keep MGF1 on SHA-1. The manifest stores it as
 ``"<key id>:<base64 of the RSA ciphertext>"`` (``EncryptedDataKey``).
 
-``cryptography`` (OpenSSL) refuses SHA-3 digests in OAEP, so the OAEP encoding (RFC 8017
-section 7.1) is done here with :mod:`hashlib`'s SHA3-512 around the raw RSA operation on
-the key's numbers; decryption is blinded (a random ``r``: the exponentiation never sees the
-ciphertext as given) and every failure of the decoding is the same error, so a writer of
-manifests learns nothing from which check failed. The same code with SHA-512 is checked
-against ``cryptography``'s OAEP in the tests.
+The RSA side is pycryptodome's (``Crypto.Cipher.PKCS1_OAEP`` with SHA3-512 as the hash
+and MGF1 over SHA3-512): ``cryptography`` (OpenSSL) refuses SHA-3 digests in OAEP
+(``UnsupportedAlgorithm`` with cryptography 50 on OpenSSL 4.0). pycryptodome blinds the
+RSA decryption and gives one error for every failure of the OAEP decoding, so a writer of
+manifests learns nothing from which check failed. The AES-GCM side stays ``cryptography``'s
+AESGCM: five times pycryptodome's MODE_GCM on a 4 MiB chunk, eight on 64 KiB
+(``asv_bench/compare_crypto.py``).
 
 Keys are PEM files, as the plugin reads them (``RsaKeyReader``: PKCS#8 private keys; the
-plugin also reads the X.509 public key, which is derived from the private key here).
+plugin also reads the X.509 public key, which is derived from the private key here); every
+key, given or generated, is read by pycryptodome's ``RSA.import_key`` alone.
+
+Neither library is imported with this module: ``cryptography`` when a segment's AES-GCM
+cipher is made (:func:`new_aead`), pycryptodome when a key ring is made or used, so plain
+and zstd copies need neither. Without the one needed, the call raises
+:class:`~kafkastore.errors.ConfigError` naming the ``tiered`` extra.
 
 Thread-safety: a :class:`KeyRing` is immutable after construction and may be shared; it
 pickles as its PEM bytes (Spark ships it to executors).
@@ -31,15 +38,11 @@ pickles as its PEM bytes (Spark ships it to executors).
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
 import secrets
 from collections.abc import Mapping
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from types import SimpleNamespace
 
 from kafkastore.errors import ConfigError, CorruptChunkError, CorruptManifestError, MissingKeyError
 
@@ -49,18 +52,16 @@ __all__ = [
     "DATA_KEY_SIZE",
     "AAD_SIZE",
     "KeyRing",
+    "new_aead",
     "new_data_key_and_aad",
     "encrypt_chunk",
     "decrypt_chunk",
-    "oaep_encrypt",
-    "oaep_decrypt",
 ]
 
 IV_SIZE = 12
 TAG_SIZE = 16
 DATA_KEY_SIZE = 32
 AAD_SIZE = 32
-_OAEP_HASH = "sha3_512"
 
 
 # -- AES-GCM chunks ----------------------------------------------------------------------
@@ -72,13 +73,36 @@ def new_data_key_and_aad() -> tuple[bytes, bytes]:
     return secrets.token_bytes(DATA_KEY_SIZE), secrets.token_bytes(AAD_SIZE)
 
 
-def _aead(key) -> AESGCM:
-    return key if isinstance(key, AESGCM) else AESGCM(bytes(key))
+def _need(library: str) -> ConfigError:
+    return ConfigError(f"Encrypted tiered copies need {library}: "
+                       f"pip install 'kafkastore[tiered]'")
+
+
+@functools.cache
+def _cryptography() -> SimpleNamespace:
+    """``cryptography``'s AES-GCM, imported on first use (cached: a chunk's decryption
+    looks it up)."""
+    try:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError:
+        raise _need("cryptography") from None
+    return SimpleNamespace(AESGCM=AESGCM, InvalidTag=InvalidTag)
+
+
+def new_aead(key: bytes):
+    """``cryptography``'s ``AESGCM`` under ``key``: one per segment, used for each of its
+    chunks."""
+    return _cryptography().AESGCM(bytes(key))
+
+
+def _aead(key):
+    return new_aead(key) if isinstance(key, (bytes, bytearray, memoryview)) else key
 
 
 def encrypt_chunk(key, aad: bytes, plain: bytes) -> bytes:
-    """``IV || ciphertext || tag`` of ``plain`` under ``key`` (bytes, or an ``AESGCM``
-    made from them) with a fresh random IV."""
+    """``IV || ciphertext || tag`` of ``plain`` under ``key`` (bytes, or the
+    :func:`new_aead` of them) with a fresh random IV."""
     iv = secrets.token_bytes(IV_SIZE)
     return iv + _aead(key).encrypt(iv, bytes(plain), aad)
 
@@ -96,88 +120,39 @@ def decrypt_chunk(key, aad: bytes, blob: bytes, *, chunk: int | None, position: 
             f"encrypted chunk's IV and tag ({IV_SIZE + TAG_SIZE})",
             chunk=chunk, position=position, path=path)
     view = memoryview(blob)   # AESGCM reads buffers: no copy of the chunk
+    invalid_tag = _cryptography().InvalidTag
     try:
         return _aead(key).decrypt(bytes(view[:IV_SIZE]), view[IV_SIZE:], aad)
-    except InvalidTag:
+    except invalid_tag:
         raise CorruptChunkError(
             f"{path}: {name} at byte {position} does not decrypt: its AES-GCM tag does not "
             f"verify (a wrong data key, or damaged or truncated bytes)",
             chunk=chunk, position=position, path=path) from None
 
 
-# -- RSA-OAEP with SHA3-512 (RFC 8017 7.1) -------------------------------------------------
+# -- RSA-OAEP with SHA3-512 -------------------------------------------------------------
 
 
-def _mgf1(seed: bytes, length: int, hash_name: str) -> bytes:
-    out = bytearray()
-    counter = 0
-    while len(out) < length:
-        out += hashlib.new(hash_name, seed + counter.to_bytes(4, "big")).digest()
-        counter += 1
-    return bytes(out[:length])
+def _pycryptodome() -> SimpleNamespace:
+    """pycryptodome's RSA pieces, imported on first use (module caching makes later calls
+    cheap); ConfigError naming the extra when it is not installed."""
+    try:
+        from Crypto.Cipher import PKCS1_OAEP
+        from Crypto.Hash import SHA3_512
+        from Crypto.PublicKey import RSA
+        from Crypto.Signature.pss import MGF1
+    except ImportError:
+        raise _need("pycryptodome") from None
+    return SimpleNamespace(RSA=RSA, PKCS1_OAEP=PKCS1_OAEP, SHA3_512=SHA3_512, MGF1=MGF1)
 
 
-def _xor(a: bytes, b: bytes) -> bytes:
-    return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).to_bytes(len(a), "big")
-
-
-def oaep_encrypt(public_key: rsa.RSAPublicKey, message: bytes, *,
-                 hash_name: str = _OAEP_HASH) -> bytes:
-    """RSAES-OAEP-ENCRYPT of ``message``, empty label, ``hash_name`` for both the label
-    hash and MGF1."""
-    numbers = public_key.public_numbers()
-    k = (numbers.n.bit_length() + 7) // 8
-    h_len = hashlib.new(hash_name).digest_size
-    if len(message) > k - 2 * h_len - 2:
-        raise ValueError(f"message of {len(message)} bytes too long for a {k * 8}-bit key "
-                         f"with OAEP over {hash_name}")
-    l_hash = hashlib.new(hash_name, b"").digest()
-    db = l_hash + b"\x00" * (k - len(message) - 2 * h_len - 2) + b"\x01" + message
-    seed = secrets.token_bytes(h_len)
-    masked_db = _xor(db, _mgf1(seed, k - h_len - 1, hash_name))
-    masked_seed = _xor(seed, _mgf1(masked_db, h_len, hash_name))
-    em = int.from_bytes(b"\x00" + masked_seed + masked_db, "big")
-    return pow(em, numbers.e, numbers.n).to_bytes(k, "big")
-
-
-def oaep_decrypt(private_key: rsa.RSAPrivateKey, ciphertext: bytes, *,
-                 hash_name: str = _OAEP_HASH) -> bytes:
-    """RSAES-OAEP-DECRYPT; ValueError("decryption error") for anything that fails."""
-    priv = private_key.private_numbers()
-    pub = priv.public_numbers
-    n, e = pub.n, pub.e
-    k = (n.bit_length() + 7) // 8
-    h_len = hashlib.new(hash_name).digest_size
-    if len(ciphertext) != k or k < 2 * h_len + 2:
-        raise ValueError("decryption error")
-    c = int.from_bytes(ciphertext, "big")
-    if c >= n:
-        raise ValueError("decryption error")
-    # blinding: decrypt c * r^e, then divide by r
-    while True:
-        r = secrets.randbelow(n - 2) + 2
-        try:
-            r_inv = pow(r, -1, n)
-            break
-        except ValueError:   # r shares a factor with n: practically never
-            continue
-    blinded = (c * pow(r, e, n)) % n
-    m1 = pow(blinded % priv.p, priv.dmp1, priv.p)
-    m2 = pow(blinded % priv.q, priv.dmq1, priv.q)
-    m = (m2 + priv.q * ((priv.iqmp * (m1 - m2)) % priv.p)) * r_inv % n
-    em = m.to_bytes(k, "big")
-    masked_seed, masked_db = em[1:1 + h_len], em[1 + h_len:]
-    seed = _xor(masked_seed, _mgf1(masked_db, h_len, hash_name))
-    db = _xor(masked_db, _mgf1(seed, k - h_len - 1, hash_name))
-    l_hash = hashlib.new(hash_name, b"").digest()
-    # one verdict at the end, whichever check fails
-    ok = em[0] == 0 and secrets.compare_digest(db[:h_len], l_hash)
-    rest = db[h_len:]
-    one = rest.find(b"\x01")
-    ok = ok and one >= 0 and not rest[:one].strip(b"\x00")
-    if not ok:
-        raise ValueError("decryption error")
-    return rest[one + 1:]
+def _oaep(key):
+    """The plugin's OAEP (BouncyCastle's ``OAEPWithSHA3-512AndMGF1Padding``): SHA3-512 for
+    the label hash and for MGF1, empty label. A new cipher per call: they are cheap, and
+    one would not be shared between threads."""
+    lib = _pycryptodome()
+    return lib.PKCS1_OAEP.new(key, hashAlgo=lib.SHA3_512,
+                              mgfunc=lambda seed, n: lib.MGF1(seed, n, lib.SHA3_512))
 
 
 # -- the key ring -------------------------------------------------------------------------
@@ -196,14 +171,18 @@ def _load_pem(key_id: str, source) -> bytes:
                           key=key_id, value=str(source)) from None
 
 
-def _private_key(key_id: str, pem: bytes) -> rsa.RSAPrivateKey:
+def _private_key(key_id: str, pem: bytes):
+    """The pycryptodome RSA key of ``pem`` (PKCS#8 or PKCS#1, unencrypted): the one way
+    keys are read."""
+    rsa = _pycryptodome().RSA
     try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"The key {key_id!r} is not an unencrypted PEM private key: {exc}",
-                          key=key_id) from None
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise ConfigError(f"The key {key_id!r} is not an RSA key", key=key_id)
+        key = rsa.import_key(pem)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ConfigError(f"The key {key_id!r} is not an unencrypted PEM RSA private key: "
+                          f"{exc}", key=key_id) from None
+    if not key.has_private():
+        raise ConfigError(f"The key {key_id!r} is a public key: the key ring needs the "
+                          f"private key", key=key_id)
     return key
 
 
@@ -255,10 +234,8 @@ class KeyRing:
     @staticmethod
     def generate(key_id: str, bits: int = 2048) -> tuple[KeyRing, bytes]:
         """A new RSA key pair (tests, the CLI): the ring holding it and its PKCS#8 PEM."""
-        key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
-        pem = key.private_bytes(serialization.Encoding.PEM,
-                                serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+        key = _pycryptodome().RSA.generate(bits, e=65537)
+        pem = key.export_key(format="PEM", pkcs=8) + b"\n"   # a file's last line ends
         return KeyRing({key_id: pem}, active_key_id=key_id), pem
 
     @property
@@ -270,8 +247,8 @@ class KeyRing:
 
     def public_key_pem(self, key_id: str) -> bytes:
         """The X.509 SubjectPublicKeyInfo PEM of ``key_id`` (the plugin's public key file)."""
-        return self._keys[key_id].public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        # pycryptodome ends the PEM without a newline; openssl and the JDK end it with one
+        return self._keys[key_id].public_key().export_key(format="PEM") + b"\n"
 
     def wrap(self, data_key: bytes) -> tuple[str, bytes]:
         """``(active key id, RSA-OAEP ciphertext of data_key)``."""
@@ -279,7 +256,15 @@ class KeyRing:
             raise ConfigError("The key ring has no active key to encrypt with "
                               "(give active_key_id)", key="active")
         key = self._keys[self.active_key_id]
-        return self.active_key_id, oaep_encrypt(key.public_key(), bytes(data_key))
+        cipher = _oaep(key.public_key())
+        try:
+            return self.active_key_id, cipher.encrypt(bytes(data_key))
+        except ValueError:
+            # OAEP over SHA3-512 takes at most k - 130 bytes: a 32-byte key needs a modulus
+            # of 162 bytes (1296 bits); a 1024-bit key cannot wrap one
+            raise ConfigError(f"The RSA key {self.active_key_id!r} ({key.size_in_bits()} "
+                              f"bits) is too small to wrap a {len(data_key)}-byte data key "
+                              f"with OAEP over SHA3-512", key=self.active_key_id) from None
 
     def unwrap(self, key_id: str, blob: bytes, *, path: str) -> bytes:
         """The data key wrapped in ``blob`` with ``key_id``: MissingKeyError if the ring
@@ -290,8 +275,9 @@ class KeyRing:
             raise MissingKeyError(f"{path}: the segment's data key is encrypted with RSA key "
                                   f"{key_id!r}, which is not in the key ring ({have})",
                                   key_id=key_id, path=path)
+        cipher = _oaep(key)   # outside the try: a missing pycryptodome is no corrupt manifest
         try:
-            data_key = oaep_decrypt(key, bytes(blob))
+            data_key = cipher.decrypt(bytes(blob))
         except ValueError:
             raise CorruptManifestError(
                 f"{path}: the data key does not decrypt with RSA key {key_id!r} (a different "

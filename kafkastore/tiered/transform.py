@@ -28,11 +28,10 @@ from __future__ import annotations
 import threading
 
 import zstandard
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from kafkastore.errors import CorruptChunkError, MissingKeyError
 from kafkastore.tiered.chunk_index import ZSTD_LEVEL, Chunk
-from kafkastore.tiered.crypto import KeyRing, decrypt_chunk, encrypt_chunk
+from kafkastore.tiered.crypto import KeyRing, decrypt_chunk, encrypt_chunk, new_aead
 from kafkastore.tiered.manifest import SegmentManifest
 
 __all__ = ["ChunkTransform", "segment_transform", "compress_chunk"]
@@ -72,7 +71,7 @@ class ChunkTransform:
         self.compression = bool(compression)
         self.data_key = None if data_key is None else bytes(data_key)
         self.aad = None if aad is None else bytes(aad)
-        self._aead = None if data_key is None else AESGCM(self.data_key)
+        self._aead = None if data_key is None else new_aead(self.data_key)
         self.identity = not self.compression and data_key is None
 
     def __getstate__(self):
@@ -83,7 +82,7 @@ class ChunkTransform:
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
         if self.data_key is not None:
-            self._aead = AESGCM(self.data_key)
+            self._aead = new_aead(self.data_key)
 
     @property
     def encrypted(self) -> bool:

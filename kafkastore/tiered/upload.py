@@ -11,8 +11,8 @@ the plugin (``LogSegmentData``) for a segment whose successor starts at ``next``
   snapshot is uploaded in its place: the producer state is not rebuilt from the batches;
 * the leader epochs as ``leader-epoch-checkpoint`` bytes (version 0): every entry that
   starts below ``next`` (``epochEntriesInRange(-1, next)``); the directory's
-  ``leader-epoch-checkpoint`` when it has one, otherwise derived from the v2 batches'
-  partition leader epochs (each new epoch at the first batch stamped with it);
+  ``leader-epoch-checkpoint`` when it has a non-empty one, otherwise derived from the v2
+  batches' partition leader epochs (each new epoch at the first batch stamped with it);
 * Aiven's manifest also carries ``remoteLogSegmentMetadata``: start offset, end offset
   ``next - 1``, the largest batch timestamp, the broker id of :class:`UploadOptions`, the
   time of the upload, and the epochs of ``epochEntriesInRange(start, next)`` (the first
@@ -232,7 +232,7 @@ class _Partition:
         if self._epochs is None:
             data = self._file(LEADER_EPOCH_CHECKPOINT_FILENAME)
             checkpoint = LeaderEpochCheckpointFile(self.log.path)
-            if data is not None:
+            if data:   # (an empty file, which Log.open creates as Kafka does, says nothing)
                 self._epochs = checkpoint.parse(data)
             else:
                 self._epochs = self._derived_epochs()

@@ -22,7 +22,7 @@ trusts the files:
 
 The oracle, for every case:
 
-1. The open and every read finish within :data:`DEADLINE` seconds, and fail, if they
+1. The open and every read finish within :data:`DEADLINE` seconds of CPU time, and fail, if they
    fail, only with a :class:`~kafkastore.errors.KafkaStoreError`; never another exception
    (nor a crash or hang, which would end the run). A read error ends the reading: what was
    returned before it is checked like a complete result.
@@ -79,10 +79,14 @@ from _reliability import tiered
 
 from kafkastore.config import LogConfig
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
+from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME
 from kafkastore.log import Log
 from kafkastore.records import scan_batches
 
-#: Seconds one case (open, every read and lookup, close) may take.
+#: CPU seconds one case (open, every read and lookup, close) may take. CPU time of this
+#: thread, not wall-clock time: a second CPU-bound process on a 2-CPU machine (or a shared
+#: CI runner) must not fail a case; a case that loops on hostile bytes still does, and a
+#: hang ends in the test's timeout.
 DEADLINE = 5.0
 SHORT_VALUES = (lambda b: b ^ 0x01, lambda b: b ^ 0x80, lambda b: 0x00, lambda b: 0xFF)
 MODES = ("recover-all", "recovery-point", "clean")
@@ -253,7 +257,7 @@ class Sweep:
     def run(self, what: tuple, mode: str):
         """Open and read the damaged copy; (records, error, lookups) or (None, open error,
         None). Anything but a KafkaStoreError fails the test with the case named."""
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         try:
             try:
                 log = self.open(mode)
@@ -273,10 +277,10 @@ class Sweep:
         except Exception as exc:  # noqa: BLE001 - the oracle: only typed errors
             pytest.fail(f"{what} in mode {mode}: untyped {type(exc).__name__}: {exc}")
         finally:
-            elapsed = time.perf_counter() - t0
+            elapsed = time.thread_time() - t0
             self.slowest = max(self.slowest, elapsed)
             self.cases += 1
-        assert elapsed < DEADLINE, f"{what} in mode {mode}: {elapsed:.1f} s"
+        assert elapsed < DEADLINE, f"{what} in mode {mode}: {elapsed:.1f} s of CPU"
         return records, error, lookups
 
 
@@ -355,9 +359,11 @@ def _segment_of(o: Original, name: str) -> tuple[int, str]:
 
 def _segment_files(o: Original):
     """``(name, original bytes, segment index, suffix)`` of each file a sweep damages:
-    the segments' files, not the hidden ones (the clean-shutdown marker)."""
+    the segments' files, not the hidden ones (the clean-shutdown marker) nor the empty
+    ``leader-epoch-checkpoint`` every open creates, as Kafka's does (no segment's, no
+    bytes to change; damaged checkpoints are tests/test_checkpoint.py's)."""
     for name, data in o.files.items():
-        if not name.startswith("."):
+        if not name.startswith(".") and name != LEADER_EPOCH_CHECKPOINT_FILENAME:
             yield (name, data, *_segment_of(o, name))
 
 
@@ -431,7 +437,7 @@ def test_every_single_byte_change(original, tmp_path, quiet, figures):
                                     kind=kind, exact=exact, base_field=base_field)
     sweep.report()
     figures.add("corruption cases (byte changes)", sweep.cases)
-    print(f"{sweep.cases} byte-change cases, slowest {sweep.slowest * 1000:.1f} ms")
+    print(f"{sweep.cases} byte-change cases, slowest {sweep.slowest * 1000:.1f} ms of CPU")
 
 
 @pytest.mark.timeout(tiered(600, 3600))
@@ -449,7 +455,7 @@ def test_every_truncation(original, tmp_path, quiet, figures):
                                 kind=kind, exact=cut_expectation(o, seg_index, kind, cut, mode))
     sweep.report()
     figures.add("corruption cases (truncations)", sweep.cases)
-    print(f"{sweep.cases} truncation cases, slowest {sweep.slowest * 1000:.1f} ms")
+    print(f"{sweep.cases} truncation cases, slowest {sweep.slowest * 1000:.1f} ms of CPU")
 
 
 def test_a_missing_file(original, tmp_path, quiet, figures):

@@ -72,8 +72,10 @@ TIME_BUDGET = tiered(40.0, None)
 MIN_CYCLES = 40
 CYCLES_PER_DIR = (3, 10)
 MAX_RECORDS_PER_DIR = 3000
-#: How long to wait for a line the child must print (its start-up, an open) before failing.
-PATIENCE = 30.0
+#: How long to wait for a line the child must print (its start-up, an open) before failing:
+#: a readiness wait, so it costs nothing on an idle machine and must cover a busy one (a
+#: child's start-up, numpy and all, took several seconds beside a CPU-bound process).
+PATIENCE = 120.0
 #: A child running longer than this after its open is killed whatever its plan was.
 MAX_RUN = 0.6
 SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")

@@ -126,8 +126,15 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+#: Seconds the JVMs of a cluster (or a Connect server) may take to become ready. A wait for
+#: readiness, polled, so an idle machine does not pay it: beside another CPU-bound process
+#: a JVM start took several times its idle time, and failing a run there says nothing
+#: about the data source. A JVM that exits ends the wait at once.
+START_TIMEOUT = 600.0
+
+
 def start_cluster(workers: int = 2, cores: int = 1, memory: str = "1g",
-                  timeout: float = 120) -> Cluster:
+                  timeout: float = START_TIMEOUT) -> Cluster:
     """Start a master and ``workers`` workers; wait until every worker is ALIVE."""
     root = tempfile.mkdtemp(prefix="kafkastore-cluster-")
     env = cluster_env()

@@ -45,7 +45,7 @@ def connect_server(spark):
     pytest.importorskip("pandas", reason="the Spark Connect client needs pandas (the "
                         "connect extra)")
     import pyspark
-    from _cluster import cluster_env, free_port
+    from _cluster import START_TIMEOUT, cluster_env, free_port
 
     home = os.path.dirname(pyspark.__file__)
     log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -71,7 +71,7 @@ def connect_server(spark):
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
     log.close()
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + START_TIMEOUT
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), 1).close()

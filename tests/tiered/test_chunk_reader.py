@@ -36,6 +36,7 @@ def partition(tmp_path_factory):
 
 def _key_ring():
     pytest.importorskip("cryptography")
+    pytest.importorskip("Crypto", reason="the key ring's RSA is pycryptodome's")
     from kafkastore.tiered.crypto import KeyRing
 
     return KeyRing.generate("test")[0]

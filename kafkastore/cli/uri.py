@@ -2,16 +2,16 @@
 
 ``kafkastore describe``, ``consume`` and ``verify`` (without ``--repair``) take a URI
 (``s3://bucket/prefix``, ``gs://``, ``abfs://``, ``hdfs://``, ``file://``, any fsspec
-scheme) as well as a path. :mod:`kafkastore.cli` keeps the local code for plain paths,
-unchanged, and hands a URI to the functions here, which read through
-:mod:`kafkastore.storage` (ranged reads, never a download) and
-:mod:`kafkastore.log_view` (the read-only log API), and print through the same
-functions as the local code: the output is the local directory's but for the names of
-files (a URI's, built from the URI as given).
+scheme) as well as a path. :mod:`kafkastore.cli.local` keeps the local code for plain
+paths, unchanged; a URI comes here, through the reader :func:`register` adds, and is read
+through :mod:`kafkastore.storage` (ranged reads, never a download) and
+:mod:`kafkastore.log_view` (the read-only log API), and printed through the same
+functions as the local code (:mod:`kafkastore.cli.shared`): the output is the local
+directory's but for the names of files (a URI's, built from the URI as given).
 
 What differs from a local directory, and why:
 
-* ``verify --repair`` is refused (it rewrites files; :mod:`kafkastore.cli` says so).
+* ``verify --repair`` is refused (it rewrites files).
 * ``describe`` does not read a KRaft metadata log on the store (``--metadata-dir``
   names a local copy); it says so on stderr when there is one, and shows Kafka's
   default cleanup policy.
@@ -28,24 +28,50 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kafkastore.cli import (
+from kafkastore.cli.shared import (
     EXIT_OK,
-    EXIT_PROBLEM,
+    CommandLine,
+    Progress,
     UsageError,
-    _cleanup_policies,
-    _consume_log,
-    _describe_row,
-    _open_storage,
-    _parse_settings,
-    _Progress,
-    _scan,
-    _storage_options,
+    cleanup_policies,
+    consume_log,
+    describe_row,
+    is_uri,
+    one_line,
+    open_storage,
+    parse_settings,
+    parse_storage_options,
+    print_describe,
+    print_verified,
+    scan_log,
+    scan_problem,
 )
-from kafkastore.errors import KafkaStoreError, StorageError, StorageFileNotFoundError
+from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
 
-__all__ = ["describe_uri", "consume_uri", "verify_uri"]
+__all__ = ["register", "describe_uri", "consume_uri", "verify_uri"]
 
 _METADATA_DIR = "__cluster_metadata-0"
+
+
+def register(cli: CommandLine) -> None:
+    """No subcommand of its own: the reader of ``describe``, ``consume`` and ``verify``
+    on a URI."""
+    cli.add_reader(_read)
+
+
+def _read(args: argparse.Namespace, command: str):
+    """The read command's exit code when its directory is a URI; None otherwise
+    (``dump-log``'s files are read by :mod:`kafkastore.dump` itself)."""
+    if command not in ("describe", "consume", "verify") or not is_uri(args.directory):
+        return None
+    if command == "describe":
+        rows, note = describe_uri(args)
+        return print_describe(args, rows, note)
+    if command == "verify" and args.repair:
+        raise UsageError(f"--repair needs a local directory: it rewrites the files "
+                         f"(truncates, rebuilds indexes), which {args.directory} is "
+                         "not; verify it without --repair, or repair a local copy")
+    return {"consume": consume_uri, "verify": verify_uri}[command](args)
 
 
 class _Dir:
@@ -55,9 +81,9 @@ class _Dir:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.uri = args.directory
-        options = _storage_options(args)
+        options = parse_storage_options(args)
         # checks the options first (an unknown name is a usage error, not a listing's)
-        self.storage, self.root = _open_storage(self.uri, options)
+        self.storage, self.root = open_storage(self.uri, options)
         from kafkastore.log_view import ReadOnlyLogDir
 
         try:
@@ -102,29 +128,16 @@ class _Dir:
         segments = sorted((base, i.size, i.path) for base, i in bases if base is not None)
         return files, segments
 
-    def scan(self, path: str, *, validate: bool = True, progress: _Progress | None = None):
-        """:func:`kafkastore.cli._scan` of one ``.log`` through ranged reads."""
+    def scan(self, path: str, *, validate: bool = True, progress: Progress | None = None):
+        """:func:`~kafkastore.cli.shared.scan_log` of one ``.log`` through ranged reads."""
         with self.storage.open(path) as reader:
-            return _scan(reader.read, reader.size, validate=validate, progress=progress)
+            return scan_log(reader.read, reader.size, validate=validate, progress=progress)
 
 
-def _one_line(fn):
-    """The store's failures (after its retries) as one line: pyarrow's messages may
-    span several."""
-    def run(args: argparse.Namespace):
-        try:
-            return fn(args)
-        except StorageError as exc:
-            text = " ".join(str(exc).split())
-            raise UsageError(f"{type(exc).__name__}: {text}") from None
-    run.__doc__ = fn.__doc__
-    run.__name__ = fn.__name__
-    return run
-
-
-@_one_line
+@one_line
 def describe_uri(args: argparse.Namespace):
-    """``describe`` of a URI: ``(rows, note)`` for :func:`kafkastore.cli._print_describe`."""
+    """``describe`` of a URI: ``(rows, note)`` for
+    :func:`~kafkastore.cli.shared.print_describe`."""
     from kafkastore.topic import CLUSTER_METADATA_TOPIC_NAME
 
     with _Dir(args) as d:
@@ -132,22 +145,22 @@ def describe_uri(args: argparse.Namespace):
                  and (args.topic is None or tp.topic == args.topic)]
         topics = sorted({tp.topic for tp in parts})
         if (args.metadata_dir is None and "cleanup.policy" not in
-                _parse_settings(args.config) and d.storage.is_dir(
+                parse_settings(args.config) and d.storage.is_dir(
                     d.storage.join(d.root, _METADATA_DIR))):
             print(f"kafkastore describe: {d.uri.rstrip('/')}/{_METADATA_DIR}: the KRaft "
                   "metadata log is read from a local directory only (--metadata-dir); "
                   "cleanup policies are Kafka's default", file=sys.stderr)
-        policies, note = _cleanup_policies(args, topics)
+        policies, note = cleanup_policies(args, topics)
         rows = []
         for tp in parts:
             files, segments = d.files(tp)
             on_disk = sum(i.size for i in files)
-            rows.append(_describe_row(args, tp, segments, on_disk, policies,
+            rows.append(describe_row(args, tp, segments, on_disk, policies,
                                       lambda path: d.scan(path, validate=False)))
         return rows, note
 
 
-@_one_line
+@one_line
 def consume_uri(args: argparse.Namespace) -> int:
     """``consume`` of a URI: the same starts and output as a local directory's."""
     with _Dir(args) as d:
@@ -161,13 +174,13 @@ def consume_uri(args: argparse.Namespace) -> int:
         for tp in parts:
             log = d.log_dir.log(tp)
             try:
-                remaining = _consume_log(args, tp, log, remaining)
+                remaining = consume_log(args, tp, log, remaining)
             finally:
                 log.close()
     return EXIT_OK
 
 
-@_one_line
+@one_line
 def verify_uri(args: argparse.Namespace) -> int:
     """``verify`` of a URI, read-only: every entry's CRC (ranged reads through a
     bounded buffer) and every index's sanity check, as for a local directory."""
@@ -182,21 +195,17 @@ def verify_uri(args: argparse.Namespace) -> int:
                 d.storage.join(d.root, _METADATA_DIR)):
             parts = sorted([*parts, meta])
         listed = [(tp, d.files(tp)[1]) for tp in parts]
-        progress = _Progress("verify", sum(size for _, segs in listed for _, size, _ in segs))
+        progress = Progress("verify", sum(size for _, segs in listed for _, size, _ in segs))
         problems = 0
         try:
             for tp, segments in listed:
                 for base, _size, path in segments:
                     name = d.storage.basename(path)
                     shown = d.shown(tp, name)
-                    entries, valid, size, error = d.scan(path, progress=progress)
-                    if error is not None:
+                    _entries, valid, size, error = d.scan(path, progress=progress)
+                    if (line := scan_problem(shown, valid, size, error)) is not None:
                         problems += 1
-                        print(f"{shown}: corrupt entry at position {valid}: {error}")
-                    elif valid < size:
-                        problems += 1
-                        print(f"{shown}: {size - valid} bytes of a partial entry at the end "
-                              f"(position {valid})")
+                        print(line)
                     for cls, suffix in ((OffsetIndexView, ".index"),
                                         (TimeIndexView, ".timeindex")):
                         index_shown = shown[:-4] + suffix
@@ -212,6 +221,4 @@ def verify_uri(args: argparse.Namespace) -> int:
                             print(f"{index_shown}: {exc}")
         finally:
             progress.close()
-    print(f"verified {len(parts)} partitions: "
-          + ("no problems" if not problems else f"{problems} problem(s)"))
-    return EXIT_PROBLEM if problems else EXIT_OK
+    return print_verified(len(parts), problems)

@@ -3,10 +3,12 @@
 ``describe``, ``consume``, ``dump-log`` and ``verify`` take ``--tiered``: the directory
 (for ``dump-log``, each file) is then a tiered copy, the objects a RemoteStorageManager
 uploaded (Aiven's plugin, or Kafka's LocalTieredStorage: ``--layout``, detected when not
-given), read through :func:`~kafkastore.tiered.tiered_storage.open_tiered` as a virtual log directory
-(``<topic>-<partition>/<base>.log|.index|.timeindex|.txnindex|.snapshot``), with
-``--key-prefix`` (Aiven's ``storage.key.prefix``), ``--key-ring ID=KEY.pem,...`` (the
-private keys of encrypted segments) and ``--storage-option`` for the store:
+given), read through :func:`~kafkastore.tiered.tiered_storage.open_tiered` as a virtual
+log directory (``<topic>-<partition>/<base>.log|.index|.timeindex|.txnindex|.snapshot``),
+with ``--key-prefix`` (Aiven's ``storage.key.prefix``), ``--key-ring ID=KEY.pem,...``
+(the private keys of encrypted segments) and ``--storage-option`` for the store (these
+options are :func:`kafkastore.cli.shared.tiered_options`; :func:`register` adds the
+reader that takes a command with ``--tiered``):
 
 ``describe``
     The usual table (from the served segments), then per partition every upload: served
@@ -35,7 +37,7 @@ directories (:mod:`kafkastore.tiered.export`); ``kafkastore tiered upload PARTIT
 DEST`` writes a copy of a partition's rolled segments
 (:func:`kafkastore.tiered.upload.upload_partition`).
 
-Errors: as :mod:`kafkastore._cli_uri` (a missing copy is ``<uri>: no such tiered copy``,
+Errors: as :mod:`kafkastore.cli.uri` (a missing copy is ``<uri>: no such tiered copy``,
 exit code 2; the store's failures one line each). Thread-safety: one thread.
 """
 
@@ -46,23 +48,27 @@ import io
 import json
 import sys
 
-from kafkastore._cli_uri import _one_line
-from kafkastore.cli import (
+from kafkastore.cli.shared import (
     EXIT_OK,
-    EXIT_PROBLEM,
+    CommandLine,
     UsageError,
-    _cleanup_policies,
-    _consume_log,
-    _describe_row,
-    _open_storage,
-    _print_describe,
-    _scan,
-    _storage_options,
+    cleanup_policies,
+    consume_log,
+    describe_row,
+    one_line,
+    open_storage,
+    parse_storage_options,
+    print_describe,
+    print_verified,
+    scan_log,
+    scan_problem,
+    storage_option,
+    tiered_options,
 )
 from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
 
-__all__ = ["add_options", "add_commands", "check_flags", "run", "open_copy",
-           "describe_tiered", "consume_tiered", "verify_tiered", "dump_resolver"]
+__all__ = ["register", "check_flags", "run", "open_copy", "describe_tiered",
+           "consume_tiered", "verify_tiered", "dump_resolver"]
 
 _SEGMENTS_DIR = ".segments"
 
@@ -70,24 +76,17 @@ _SEGMENTS_DIR = ".segments"
 # -- options and opening ----------------------------------------------------------------
 
 
-def add_options(p: argparse.ArgumentParser, *, flag: bool = True,
-                writing: bool = False) -> None:
-    """The options of a tiered copy (``--tiered`` itself when ``flag``; ``writing``: the
-    copy is written, its layout chosen)."""
-    g = p.add_argument_group("tiered-storage copies (KIP-405)")
-    if flag:
-        g.add_argument("--tiered", action="store_true",
-                       help="the directory (dump-log: each file) is a tiered-storage copy: "
-                       "the objects Aiven's plugin or Kafka's LocalTieredStorage uploaded")
-    g.add_argument("--layout", choices=("aiven", "local"),
-                   help="the copy's layout (default: aiven)" if writing else
-                   "the copy's layout (default: detected from the object names)")
-    g.add_argument("--key-prefix", default="",
-                   help="Aiven's storage.key.prefix, when it ends inside an object name")
-    g.add_argument("--key-ring", metavar="ID=KEY.pem[,ID2=KEY2.pem]",
-                   help="RSA private keys (PEM files) by key id: of encrypted segments, or "
-                   "(upload) the key that encrypts" if writing else
-                   "RSA private keys (PEM files) of encrypted segments, by key id")
+def register(cli: CommandLine) -> None:
+    """``kafkastore tiered export|upload``, and the reader of ``describe``, ``consume``,
+    ``dump-log`` and ``verify`` with ``--tiered``."""
+    _add_commands(cli)
+    cli.add_reader(_read)
+
+
+def _read(args: argparse.Namespace, command: str):
+    """``command`` on a tiered copy when ``--tiered`` says so (:func:`run`); None
+    otherwise."""
+    return run(args, command) if check_flags(args) else None
 
 
 def check_flags(args: argparse.Namespace) -> bool:
@@ -113,11 +112,12 @@ def _key_ring(spec: str | None):
 
 
 def open_copy(args: argparse.Namespace, uri: str, *, strict: bool = True):
-    """The :class:`~kafkastore.tiered.tiered_storage.TieredCopy` at ``uri`` with the command's options."""
+    """The :class:`~kafkastore.tiered.tiered_storage.TieredCopy` at ``uri`` with the
+    command's options."""
     from kafkastore.tiered import open_tiered
 
-    options = _storage_options(args)
-    _open_storage(uri, options)   # an unknown option is a usage error, before any listing
+    options = parse_storage_options(args)
+    open_storage(uri, options)   # an unknown option is a usage error, before any listing
     try:
         return open_tiered(uri, layout=args.layout, storage_options=options,
                            key_ring=_key_ring(args.key_ring),
@@ -193,7 +193,7 @@ def _uploads(copy, given: str, tp) -> list[dict]:
     return out
 
 
-@_one_line
+@one_line
 def describe_tiered(args: argparse.Namespace) -> int:
     """``describe --tiered``: the table, then every partition's uploads and gaps."""
     from kafkastore.segment import log_file_offset
@@ -202,11 +202,11 @@ def describe_tiered(args: argparse.Namespace) -> int:
     with open_copy(args, args.directory, strict=False) as copy:
         ts = copy.tiered_storage
         parts = _partitions(copy, args.topic)
-        policies, note = _cleanup_policies(args, sorted({tp.topic for tp in parts}))
+        policies, note = cleanup_policies(args, sorted({tp.topic for tp in parts}))
 
         def scan(path):
             with ts.open(path) as reader:
-                return _scan(reader.read, reader.size, validate=False)
+                return scan_log(reader.read, reader.size, validate=False)
 
         rows = []
         for tp in parts:
@@ -215,12 +215,12 @@ def describe_tiered(args: argparse.Namespace) -> int:
                               if log_file_offset(i.name) is not None)
             uploads = _uploads(copy, given, tp)
             remote = sum(i.size for seg in copy.uploads(tp) for i in seg.objects.files.values())
-            row = _describe_row(args, tp, segments, remote, policies, scan)
+            row = describe_row(args, tp, segments, remote, policies, scan)
             row.update({"topic_id": copy.topic_id(tp.topic), "layout": copy.layout,
                         "uploads": uploads,
                         "gaps": [list(g) for g in copy.resolution(tp).gaps]})
             rows.append(row)
-    _print_describe(args, rows, note)
+    print_describe(args, rows, note)
     if not args.json:
         for row in rows:
             _print_uploads(row)
@@ -258,7 +258,7 @@ def _print_uploads(row: dict) -> None:
 # -- consume ----------------------------------------------------------------------------
 
 
-@_one_line
+@one_line
 def consume_tiered(args: argparse.Namespace) -> int:
     """``consume --tiered``: the served segments' records, as for a log directory."""
     with open_copy(args, args.directory) as copy:
@@ -274,7 +274,7 @@ def consume_tiered(args: argparse.Namespace) -> int:
                       "segment of the copy (a gap)", file=sys.stderr)
             log = copy.log(tp)
             try:
-                remaining = _consume_log(args, tp, log, remaining)
+                remaining = consume_log(args, tp, log, remaining)
             finally:
                 log.close()
     return EXIT_OK
@@ -389,7 +389,7 @@ class _Verifier:
         uri = self.ts.uri(vlog)
         try:
             with self.ts.open(vlog) as reader:
-                entries, valid, size, error = _scan(reader.read, reader.size)
+                entries, valid, size, error = scan_log(reader.read, reader.size)
         except TieredStorageError as exc:   # a read the scan made
             self.say(_line(exc, uri))
             return
@@ -401,11 +401,8 @@ class _Verifier:
             chunk = m.chunk_index.find(position)
             return f"position {position}" + ("" if chunk is None else f" (chunk {chunk.id})")
 
-        if error is not None:
-            self.say(f"{uri}: corrupt entry at {where(valid)}: {error}")
-        elif valid < size:
-            self.say(f"{uri}: {size - valid} bytes of a partial entry at the end "
-                     f"({where(valid)})")
+        if (line := scan_problem(uri, valid, size, error, where(valid))) is not None:
+            self.say(line)
         prev = seg.start_offset - 1
         for position, _size, magic, base, last, _ts in entries:
             if magic < 2:
@@ -475,7 +472,7 @@ class _Verifier:
                          f"the batches: {json.dumps(detail)}")
 
 
-@_one_line
+@one_line
 def verify_tiered(args: argparse.Namespace) -> int:
     """``verify --tiered`` (see the module); read-only."""
     if args.repair:
@@ -495,9 +492,7 @@ def verify_tiered(args: argparse.Namespace) -> int:
                 check.say(_line(exc, objs.prefix))
             for seg in served:
                 check.segment(tp, seg)
-    print(f"verified {len(parts)} partitions of the tiered copy: "
-          + ("no problems" if not check.problems else f"{check.problems} problem(s)"))
-    return EXIT_PROBLEM if check.problems else EXIT_OK
+    return print_verified(len(parts), check.problems, " of the tiered copy")
 
 
 # -- kafkastore tiered export | upload ----------------------------------------------------
@@ -542,8 +537,8 @@ def _cmd_upload(args: argparse.Namespace) -> int:
               "key_ring": _key_ring(spec)}
     if args.chunk_size is not None:
         kwargs["chunk_size"] = args.chunk_size
-    options = _storage_options(args)
-    _open_storage(args.dest, options)
+    options = parse_storage_options(args)
+    open_storage(args.dest, options)
     # --storage-option: the destination's, and the source's when it is a URI too
     source_options = options if split_uri(args.partition_dir)[0] else None
     done = upload_partition(args.partition_dir, args.dest, options=UploadOptions(**kwargs),
@@ -558,12 +553,12 @@ def _cmd_upload(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_commands(sub, storage_option) -> None:
+def _add_commands(cli: CommandLine) -> None:
     """``kafkastore tiered export`` and ``kafkastore tiered upload``."""
     import textwrap
 
     fmt = argparse.RawDescriptionHelpFormatter   # the examples keep their lines
-    tiered = sub.add_parser(
+    tiered = cli.sub.add_parser(
         "tiered", help="tiered-storage (KIP-405) copies: export one to partition "
         "directories, upload a partition's segments as one",
         description="Tiered-storage copies. describe, consume, dump-log and verify read "
@@ -587,7 +582,7 @@ def add_commands(sub, storage_option) -> None:
     p.add_argument("--allow-overlap", action="store_true",
                    help="restore overlapping segments, each cut where the next one starts "
                    "(Kafka's truncation: the cut segment is not byte-identical)")
-    add_options(p, flag=False)
+    tiered_options(p, flag=False)
     storage_option(p)
     p.set_defaults(func=_cmd_export)
     p = tsub.add_parser(
@@ -610,6 +605,6 @@ def add_commands(sub, storage_option) -> None:
                    "upload (default: every rolled segment)")
     p.add_argument("--topic-id", help="the topic id (default: the directory's "
                    "partition.metadata)")
-    add_options(p, flag=False, writing=True)
+    tiered_options(p, flag=False, writing=True)
     storage_option(p)
     p.set_defaults(func=_cmd_upload)

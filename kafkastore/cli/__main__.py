@@ -1,0 +1,5 @@
+import sys
+
+from kafkastore.cli import main
+
+sys.exit(main())
