@@ -8,11 +8,11 @@
 PYTHON ?= python3
 PYTEST = $(PYTHON) -m pytest
 
-.PHONY: deps build debug annotate test test-ext test-pure test-pure-all bench asv-quick docs clean
+.PHONY: deps build debug annotate test test-ext test-pure test-pure-all mutate bench asv-quick docs clean
 
 deps:
 	$(PYTHON) -m pip install "setuptools>=77" "Cython>=3.1,<4"
-	$(PYTHON) -m pip install -e ".[test,bench,docs]"
+	$(PYTHON) -m pip install -e ".[test,bench,docs,mutate]"
 
 # Release build: compiled kernels next to their .pyx (kafkastore/_ext/*.so).
 build:
@@ -40,6 +40,13 @@ test-pure:
 
 test-pure-all:
 	KAFKASTORE_NO_EXTENSIONS=1 KAFKASTORE_EXPECT_BACKEND=python $(PYTEST) $(PYTEST_ARGS)
+
+# Mutation testing (the mutate extra): each module's mutants against that module's tests,
+# pure backend, one module at a time; MODULE=retention runs one (scripts/mutate.py --list
+# shows the map). Results and survivors' diffs go to build/mutate/<module>/.
+MODULE ?=
+mutate:
+	nice -n 10 $(PYTHON) scripts/mutate.py $(MODULE)
 
 # pytest-benchmark micro-benchmarks (deselected in the default run), _pure vs _ext per group.
 bench: build

@@ -14,7 +14,7 @@ KAFKASTORE_NO_EXTENSIONS=1
 KAFKASTORE_VECTORS
     directory of the Kafka reference vectors (default: ../shared/vectors, else the copy
     in tests/data/vectors; see tests/_vectors.py).
-HYPOTHESIS_PROFILE=default|ci|expensive
+HYPOTHESIS_PROFILE=default|ci|expensive|mutate
 
 Command-line option added here:
 
@@ -72,6 +72,10 @@ IMPORTED_FROM = Path(kafkastore.__file__).resolve().parent
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile("ci", max_examples=200, deadline=None, derandomize=True, database=None)
 settings.register_profile("expensive", max_examples=2000, deadline=None)
+# scripts/mutate.py: a mutant's verdict must not depend on the draw, and each mutant reruns
+# the tests that reach it, so fewer examples
+settings.register_profile("mutate", max_examples=25, deadline=None, derandomize=True,
+                          database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
