@@ -187,6 +187,9 @@ EQUIVALENT: dict[str, str] = {
         "check_timestamp_window skips -1 itself",
     **{f"kafkastore.validator.xǁLogValidatorǁvalidate__mutmut_{n}":
        "the default of origin is never used: every caller passes it" for n in (1, 2)},
+    "kafkastore.producer_state.xǁProducerStateManagerǁduplicate_of__mutmut_3":
+        "no caller passes shadow: log.py looks for a retry in the state before the request, "
+        "as Kafka's analyzeAndValidateProducerState does (producerStateManager.lastEntry)",
 }
 
 

@@ -8,10 +8,16 @@ import logging
 
 import pytest
 
-from kafkastore.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kafkastore.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from kafkastore.producer_state import (
     AppendOrigin,
     ProducerBatch,
+    ProducerStateEntry,
     ProducerStateManager,
 )
 from kafkastore.records import ControlRecordType
@@ -57,6 +63,18 @@ def apply(psm, batch: ProducerBatch, origin: str = AppendOrigin.CLIENT):
     return completed
 
 
+def assert_refusal(err, psm, offset: int, message: str) -> None:
+    """A refusal carries Kafka's message and names the producer, the offset the batch
+    would have had and the partition (kafkastore's error fields)."""
+    assert err.message == message
+    assert (err.producer_id, err.offset, err.path) == (PID, offset, psm.dir)
+
+
+def marker(ctype, offset: int, coordinator_epoch: int, epoch: int = EPOCH) -> ProducerBatch:
+    return ProducerBatch(PID, epoch, -1, offset, offset, NOW, True, True,
+                         (ctype, coordinator_epoch, NOW))
+
+
 def test_a_retry_must_match_both_ends_of_the_sequence_range(psm):
     """Kafka: ``ProducerStateEntry.findDuplicateBatch`` → ``batchWithSequenceRange``, which
     asks for ``firstSeq == batch.firstSeq() && lastSeq == batch.lastSeq()``: a batch that
@@ -84,14 +102,10 @@ def test_a_replicated_zombie_marker_is_logged_with_both_coordinator_epochs(psm, 
     ("Detected invalid coordinator epoch for producerId {} at offset {} in partition {}: {}
     is older than previously known coordinator epoch {}")."""
     apply(psm, data_batch(0, 0, 0, transactional=True))
-    marker = ProducerBatch(PID, EPOCH, -1, 1, 1, NOW, True, True,
-                           (ControlRecordType.COMMIT, 5, NOW))
-    apply(psm, marker, AppendOrigin.COORDINATOR)
+    apply(psm, marker(ControlRecordType.COMMIT, 1, 5), AppendOrigin.COORDINATOR)
     apply(psm, data_batch(1, 1, 2, transactional=True))
-    zombie = ProducerBatch(PID, EPOCH, -1, 3, 3, NOW, True, True,
-                           (ControlRecordType.ABORT, 4, NOW))
     with caplog.at_level(logging.INFO, logger="kafkastore.producer_state"):
-        completed = apply(psm, zombie, AppendOrigin.REPLICATION)
+        completed = apply(psm, marker(ControlRecordType.ABORT, 3, 4), AppendOrigin.REPLICATION)
     assert completed is not None and completed.is_aborted   # recorded all the same
     records = [r for r in caplog.records if r.name == "kafkastore.producer_state"]
     assert [(r.levelno, r.getMessage()) for r in records] == [
@@ -119,7 +133,10 @@ def test_a_new_epoch_not_at_sequence_zero_names_producer_offset_and_partition(ps
     apply(psm, data_batch(0, 0, 0))
     with pytest.raises(OutOfOrderSequenceError) as err:
         apply(psm, data_batch(3, 3, 1, epoch=EPOCH + 1))
-    assert (err.value.producer_id, err.value.offset, err.value.path) == (PID, 1, psm.dir)
+    assert_refusal(err.value, psm, 1,
+                   f"Invalid sequence number for new epoch of producer {PID} at offset 1 in "
+                   f"partition {psm.dir}: {EPOCH + 1} (request epoch), 3 (seq. number), "
+                   f"{EPOCH} (current producer epoch)")
 
 
 def test_batches_of_one_append_info_follow_each_other(psm):
@@ -151,3 +168,95 @@ def test_the_produces_of_one_request_see_the_ones_before_them(psm):
                            AppendOrigin.CLIENT)) == 2
     with pytest.raises(OutOfOrderSequenceError):
         psm.analyze([data_batch(1, 1, 1), data_batch(1, 1, 2)], AppendOrigin.CLIENT)
+
+
+def test_an_out_of_order_sequence_names_both_sequences(psm):
+    """Kafka: ``ProducerAppendInfo.checkSequence``: "Out of order sequence number for
+    producer {} at offset {} in partition {}: {} (incoming seq. number), {} (current end
+    sequence number)"."""
+    apply(psm, data_batch(0, 0, 0))
+    with pytest.raises(OutOfOrderSequenceError) as err:
+        apply(psm, data_batch(5, 5, 1))
+    assert_refusal(err.value, psm, 1,
+                   f"Out of order sequence number for producer {PID} at offset 1 in partition "
+                   f"{psm.dir}: 5 (incoming seq. number), 0 (current end sequence number)")
+
+
+def test_after_an_epoch_bump_in_the_same_append_the_sequence_restarts_at_zero(psm):
+    """Kafka: ``ProducerAppendInfo.checkSequence``: when this append's entry is empty and
+    the epoch is not the producer's stored one (a marker of this append bumped it), the
+    current end sequence is ``NO_SEQUENCE``: sequence 0 follows, any other is out of
+    order."""
+    apply(psm, data_batch(0, 3, 0))
+    for first_seq, ok in ((0, True), (4, False)):
+        info = psm.prepare_update(PID, AppendOrigin.CLIENT)
+        info.append_end_txn_marker(ControlRecordType.ABORT, 0, EPOCH + 1, 4, NOW)
+        if ok:
+            info.append(data_batch(0, 0, 5, epoch=EPOCH + 1))
+            assert info.updated.last_seq == 0
+        else:
+            with pytest.raises(OutOfOrderSequenceError, match=r"4 \(incoming seq. number\), "
+                               r"-1 \(current end sequence number\)"):
+                info.append(data_batch(first_seq, first_seq, 5, epoch=EPOCH + 1))
+
+
+def test_a_marker_records_its_coordinator_epoch_zero(psm):
+    """Kafka: ``ProducerAppendInfo.appendEndTxnMarker`` stores the marker's coordinator
+    epoch (``updatedEntry.setCoordinatorEpoch``), 0 included: a later marker of coordinator
+    epoch 0 is not fenced."""
+    apply(psm, data_batch(0, 0, 0, transactional=True))
+    apply(psm, marker(ControlRecordType.COMMIT, 1, 0), AppendOrigin.COORDINATOR)
+    assert psm.last_entry(PID).coordinator_epoch == 0
+    apply(psm, data_batch(1, 1, 2, transactional=True))
+    completed = apply(psm, marker(ControlRecordType.COMMIT, 3, 0), AppendOrigin.COORDINATOR)
+    assert completed is not None and (completed.first_offset, completed.last_offset) == (2, 3)
+
+
+def test_a_plain_write_inside_a_transaction_names_producer_and_offset(psm):
+    """Kafka: ``ProducerAppendInfo.appendDataBatch``: InvalidTxnStateException "Expected
+    transactional write from producer {} at offset {} in partition {}"."""
+    apply(psm, data_batch(0, 0, 0, transactional=True))
+    with pytest.raises(InvalidTxnStateError) as err:
+        apply(psm, data_batch(1, 1, 1))
+    assert_refusal(err.value, psm, 1, f"Expected transactional write from producer {PID} at "
+                                      f"offset 1 in partition {psm.dir}")
+
+
+def test_maybe_update_producer_epoch_says_whether_the_epoch_changed():
+    """Kafka: ``ProducerStateEntry.maybeUpdateProducerEpoch`` returns true (and drops the
+    cached batches) only when the epoch differs."""
+    entry = ProducerStateEntry(PID, EPOCH)
+    entry.add_batch(EPOCH, 0, 0, 0, NOW)
+    assert entry.maybe_update_producer_epoch(EPOCH) is False and not entry.is_empty
+    assert entry.maybe_update_producer_epoch(EPOCH + 1) is True and entry.is_empty
+
+
+def test_a_fenced_producer_epoch_is_refused_or_on_replication_logged(psm, caplog):
+    """Kafka: ``ProducerAppendInfo.checkProducerEpoch``: an epoch below the last seen one
+    is an InvalidProducerEpochException ("Epoch of producer {} at offset {} in {} is {},
+    which is smaller than the last seen epoch {}" in the versions before the TV2 wording),
+    and on REPLICATION the same message is a warning and the batch is taken."""
+    apply(psm, data_batch(0, 0, 0))
+    message = (f"Epoch of producer {PID} at offset 1 in {psm.dir} is {EPOCH - 1}, which is "
+               f"smaller than the last seen epoch {EPOCH}")
+    with pytest.raises(InvalidProducerEpochError) as err:
+        apply(psm, data_batch(0, 0, 1, epoch=EPOCH - 1))
+    assert_refusal(err.value, psm, 1, message)
+    with caplog.at_level(logging.WARNING, logger="kafkastore.producer_state"):
+        apply(psm, data_batch(0, 0, 1, epoch=EPOCH - 1), AppendOrigin.REPLICATION)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records
+            if r.name == "kafkastore.producer_state"] == [(logging.WARNING, message)]
+
+
+def test_a_zombie_coordinators_marker_is_refused_with_both_epochs(psm):
+    """Kafka: ``ProducerAppendInfo.checkCoordinatorEpoch``: TransactionCoordinatorFenced
+    "Invalid coordinator epoch for producerId {} at offset {} in partition {}: {} (zombie),
+    {} (current)"."""
+    apply(psm, data_batch(0, 0, 0, transactional=True))
+    apply(psm, marker(ControlRecordType.COMMIT, 1, 5), AppendOrigin.COORDINATOR)
+    apply(psm, data_batch(1, 1, 2, transactional=True))
+    with pytest.raises(TransactionCoordinatorFencedError) as err:
+        apply(psm, marker(ControlRecordType.ABORT, 3, 4), AppendOrigin.COORDINATOR)
+    assert_refusal(err.value, psm, 3,
+                   f"Invalid coordinator epoch for producerId {PID} at offset 3 in partition "
+                   f"{psm.dir}: 4 (zombie), 5 (current)")
