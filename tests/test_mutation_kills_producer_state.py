@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from _logtools import T0, Clock
 
 from kafkastore.errors import (
     InvalidProducerEpochError,
@@ -19,21 +20,14 @@ from kafkastore.producer_state import (
     ProducerBatch,
     ProducerStateEntry,
     ProducerStateManager,
+    read_snapshot,
 )
 from kafkastore.records import ControlRecordType
 
 PID = 7
 EPOCH = 2
 EXPIRATION = 60_000
-NOW = 1_700_000_000_000
-
-
-class Clock:
-    def __init__(self, now: int = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+NOW = T0
 
 
 @pytest.fixture
@@ -260,3 +254,23 @@ def test_a_zombie_coordinators_marker_is_refused_with_both_epochs(psm):
     assert_refusal(err.value, psm, 3,
                    f"Invalid coordinator epoch for producerId {PID} at offset 3 in partition "
                    f"{psm.dir}: 4 (zombie), 5 (current)")
+
+
+@pytest.mark.parametrize("pids, order", [
+    # 12 keys fill a 16-bucket table to its threshold (12): no resize, pid 16 in bucket 0
+    ([*range(1, 12), 16], [16, *range(1, 12)]),
+    # the 13th key passes it: 32 buckets, pid 16 in bucket 16, pid 17 in bucket 17
+    ([*range(1, 12), 16, 17], [*range(1, 12), 16, 17]),
+])
+def test_the_snapshot_order_resizes_only_past_three_quarters(psm, pids, order):
+    """Kafka's producers map is a ``java.util.HashMap``: ``putVal`` resizes when ``++size >
+    threshold`` (0.75 of the table), so 12 producers still iterate in a 16-bucket table and
+    the 13th doubles it; the snapshot (``ProducerStateManager.writeSnapshot``) writes the
+    entries in that iteration order. (A small key's bucket is the key itself modulo the
+    table size.)"""
+    for offset, pid in enumerate(pids):
+        info = psm.prepare_update(pid, AppendOrigin.CLIENT)
+        info.append(ProducerBatch(pid, 0, 0, offset, offset, NOW, False, False, None))
+        psm.update(info)
+        psm.update_map_end_offset(offset + 1)
+    assert [e.producer_id for e in read_snapshot(psm.take_snapshot())] == order
