@@ -95,7 +95,9 @@ def delete_retention_size_breached_segments(log: Log) -> int:
         return 0
     with log.lock:
         excess = log.size - limit
-        if excess <= 0:  # Kafka skips the pass when size < retention.bytes
+        # Kafka skips the pass only when size < retention.bytes: at equality its excess of
+        # 0 still takes leading empty segments (UnifiedLog.deleteRetentionSizeBreachedSegments)
+        if excess < 0:
             return 0
 
         def over(seg: LogSegment, nxt: LogSegment | None) -> bool:

@@ -65,7 +65,8 @@ MODULES: dict[str, Target] = {
     "validator": Target(
         ("kafkastore/validator.py",),
         ("tests/test_validator.py", "tests/test_log_compat.py", "tests/test_time_boundaries.py",
-         "tests/test_write_refusals.py", "tests/test_mutation_kills.py")),
+         "tests/test_write_refusals.py", "tests/test_mutation_kills.py",
+         "tests/test_validator_mutation_kills.py")),
     "producer_state": Target(
         ("kafkastore/producer_state.py",),
         ("tests/test_producer_state.py", "tests/test_unified_log_txn.py",
@@ -200,6 +201,12 @@ EQUIVALENT: dict[str, str] = {
     **{f"kafkastore.validator.xǁLogValidatorǁ_rebuild__mutmut_{n}":
        "on a LogAppendTime topic the rows already carry now as every record's timestamp, "
        "so the rebuilt batch's max timestamp is now either way" for n in (19, 38)},
+    "kafkastore.validator.xǁLogValidatorǁ_validate_v2__mutmut_71":
+        "a header timestamp of -1 in a producer's LogAppendTime batch is refused on the "
+        "next line, before min_ts is read",
+    "kafkastore.validator.x_codec_level__mutmut_3":
+        "-1 instead of None: every caller hands the level to the gzip compressor, which "
+        "takes None as -1 (zlib's Z_DEFAULT_COMPRESSION, Deflater's default)",
     "kafkastore.validator.x_codec_level__mutmut_7":
         "only -1 reaches the test, and zlib takes -1 as its default level, as None does",
     "kafkastore.validator.xǁLogValidatorǁ_check_legacy_record__mutmut_8":

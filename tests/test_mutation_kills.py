@@ -86,10 +86,6 @@ def test_size_pass_at_one_byte_over_removes_the_empty_segment(tmp_path):
     log.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kafkastore skips the size pass when size == retention.bytes; Kafka "
-    "(UnifiedLog.deleteRetentionSizeBreachedSegments) skips it only when size < "
-    "retention.bytes, so at equality its diff of 0 still removes a leading empty segment"))
 def test_size_pass_at_the_limit_removes_the_empty_segment(tmp_path):
     log = _empty_first_segment(tmp_path, Clock(T0))
     size = log.size

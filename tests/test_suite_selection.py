@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from _selection import SAME_PYTHON, TESTS, same_python_family
@@ -49,13 +50,19 @@ def test_the_table_marks_files_and_directories(rel, family):
     assert same_python_family(TESTS / rel) == family
 
 
-def _collect(*args):
+def _pytest(*args) -> subprocess.CompletedProcess:
+    """pytest in a child over this tests/ directory, run from outside the repository as
+    scripts/test.sh runs it: from the repository root, ``python -m pytest`` would import
+    ./kafkastore (no compiled kernels there; KAFKASTORE_REQUIRE_INSTALLED refuses it)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only",
-            "-q", "--rootdir", str(TESTS.parent), "-c", str(TESTS.parent / "pyproject.toml"),
-            *args]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600,
-                          cwd=TESTS.parent)
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir",
+            str(TESTS.parent), "-c", str(TESTS.parent / "pyproject.toml"), *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tempfile.gettempdir())
+
+
+def _collect(*args):
+    done = _pytest("--collect-only", *args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout, [line for line in done.stdout.splitlines() if "::" in line]
 
@@ -87,11 +94,6 @@ def test_kernel_tests_only_deselects_and_counts_them():
 def test_a_pure_run_of_same_python_tests_only_passes_with_nothing_left():
     """``scripts/test.sh tests/spark``: the pure run deselects everything; that is the
     selection working (exit 0), not pytest's "no tests collected" (exit 5)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir",
-         str(TESTS.parent), "-c", str(TESTS.parent / "pyproject.toml"), "--kernel-tests-only",
-         str(TESTS / "test_bench_tiered.py")],
-        capture_output=True, text=True, env=env, timeout=600, cwd=TESTS.parent)
+    done = _pytest("--kernel-tests-only", str(TESTS / "test_bench_tiered.py"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "same_python tests deselected (" in done.stdout and " passed" not in done.stdout
