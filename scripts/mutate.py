@@ -71,24 +71,34 @@ MODULES: dict[str, Target] = {
         ("kafkastore/producer_state.py",),
         ("tests/test_producer_state.py", "tests/test_unified_log_txn.py",
          "tests/test_transactions.py", "tests/test_time_boundaries.py",
-         "tests/test_mutation_kills.py"),
-        # the sequence, epoch and transaction rules and expiry; the snapshot file's bytes
-        # (and its entry order, being changed for issue 27) are pinned by byte-exact
-        # vector tests instead
-        ("kafkastore.producer_state.x_decrement_sequence*",
-         "kafkastore.producer_state.xǁProducerStateEntryǁ*",
-         "kafkastore.producer_state.xǁProducerAppendInfoǁ*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁ_is_expired*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁremove_expired_producers*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁ_load_from_snapshot*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁupdate*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁlast_stable_offset*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁcomplete_txn*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁ_refresh_first_unstable*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁfirst_unstable_offset*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁfind_duplicate*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁduplicate_of*",
-         "kafkastore.producer_state.xǁProducerStateManagerǁanalyze*")),
+         "tests/test_kafka_exact_state.py", "tests/test_mutation_kills.py",
+         "tests/test_mutation_kills_producer_state.py"),
+        # the functions that decide: the sequence, epoch and coordinator-epoch checks, the
+        # duplicate lookup, the transaction bookkeeping behind the LSO, expiry, whether an
+        # open skips the load, which snapshots are strays and the Java HashMap order of a
+        # snapshot's entries (the table that grows and never shrinks). The snapshot file's
+        # encoding is pinned by byte-exact vector tests instead; the plumbing that applies
+        # an append's checks (update, analyze, apply, record_updates, complete_txns) and the
+        # snapshot loading (905 mutants with these, over an hour on the shared machine) are
+        # not mutated.
+        tuple(f"kafkastore.producer_state.{f}__mutmut_*" for f in (
+            "x_decrement_sequence", "x_skips_producer_state_load",
+            "x_stray_snapshot_offsets", "x__java_hashmap_capacity", "x__java_hashmap_order",
+            "xǁProducerStateManagerǁ_put_producer",
+            "xǁProducerStateEntryǁmaybe_update_producer_epoch",
+            "xǁProducerStateEntryǁ_add_batch_metadata",
+            "xǁProducerStateEntryǁfind_duplicate_batch",
+            "xǁProducerAppendInfoǁ_check_producer_epoch",
+            "xǁProducerAppendInfoǁ_check_sequence",
+            "xǁProducerAppendInfoǁappend", "xǁProducerAppendInfoǁappend_data_batch",
+            "xǁProducerAppendInfoǁappend_end_txn_marker",
+            "xǁProducerStateManagerǁ_is_expired",
+            "xǁProducerStateManagerǁremove_expired_producers",
+            "xǁProducerStateManagerǁlast_stable_offset",
+            "xǁProducerStateManagerǁcomplete_txn",
+            "xǁProducerStateManagerǁ_refresh_first_unstable",
+            "xǁProducerStateManagerǁduplicate_of",
+            "xǁProducerStateManagerǁ_current"))),
     "cleaner": Target(
         ("kafkastore/cleaner_round.py", "kafkastore/cleaner.py"),
         ("tests/test_cleaner.py", "tests/test_time_boundaries.py",
@@ -165,6 +175,20 @@ EQUIVALENT: dict[str, str] = {
     **{f"kafkastore.txn_index.xǁTransactionIndexǁflush__mutmut_{n}":
        "no file to sync: the next flush finds none again" for n in (8, 9)},
     "kafkastore.txn_index.xǁTransactionIndexǁflush__mutmut_12": _FALSY,
+    **{f"kafkastore.producer_state.xǁProducerStateManagerǁ_put_producer__mutmut_{n}":
+       "the guard only saves a call: _java_hashmap_capacity makes the same 3/4 check and "
+       "returns the table unchanged below it" for n in (3, 4, 5, 7)},
+    **{f"kafkastore.producer_state.xǁProducerStateManagerǁ_put_producer__mutmut_{n}":
+       "the guard passes only when one put took the size past 3/4 of the table (so of every "
+       "smaller power of two too): one doubling, which counting from the table, from 16 or "
+       "from the table taken as the size all give" for n in (11, 12)},
+    "kafkastore.producer_state.x__java_hashmap_capacity__mutmut_2":
+        "the table is a power of two of at least 16: 3/4 of it is a whole number",
+    "kafkastore.producer_state.x_stray_snapshot_offsets__mutmut_11":
+        "a stray is at no segment base, so the largest stray never equals the largest base",
+    "kafkastore.producer_state.xǁProducerStateManagerǁduplicate_of__mutmut_3":
+        "no caller passes shadow: log.py looks for a retry in the state before the request, "
+        "as Kafka's analyzeAndValidateProducerState does (producerStateManager.lastEntry)",
     **{f"kafkastore.validator.xǁLogValidatorǁ_check_window__mutmut_{n}":
        "the comparison only picks the shortcut for a batch wholly inside the window; "
        "otherwise check_timestamp_window checks every record exactly" for n in (2, 3, 4, 5)},
