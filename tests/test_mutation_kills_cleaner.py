@@ -316,9 +316,10 @@ def test_a_compressed_batch_that_does_not_decompress_stops_the_round(tmp_path, c
     batch[-8:] = b"\xff" * 8    # the gzip trailer: CRC and length of the data no longer match
     struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
     log.append_batches(bytes(batch), assign_offsets=False)
+    log.roll()
     dirty = _append(log, [(b"a", b"2")], timestamp=T0)
     log.roll()
-    # the batch lies in the clean part: only the cleaning pass reads it (not the map's)
+    # the batch lies in a segment of the clean part: only the cleaning pass reads it
     with pytest.raises(CorruptRecordError) as err:
         clean(log, first_dirty_offset=dirty, config=CleanerConfig(SMALL))
     assert err.value.offset == 1 and log.dir in str(err.value)
@@ -393,4 +394,27 @@ def test_a_log_truncated_before_the_round_is_cleaned(tmp_path, clock):
     _clean(log)
     assert [(r.offset, bytes(r.value)) for b in _batches(log) for r in b] == [
         (2, b"4"), (3, b"1")]
+    log.close()
+
+
+def test_legacy_tombstones_go_from_segments_older_than_the_legacy_horizon(tmp_path, clock):
+    """doClean's legacyDeleteHorizonMs is the last clean segment's modification time minus
+    delete.retention.ms; cleanSegments retains legacy tombstones only in a segment
+    modified after it (retainLegacyDeletesAndTxnMarkers)."""
+    log = _log(tmp_path, clock, delete_retention_ms=DAY)
+    _append(log, [(b"a", b"1", T0)], magic=1, timestamp=T0)
+    _append(log, [(b"b", None, T0)], magic=1, timestamp=T0)
+    log.roll()
+    _append(log, [(b"e", None, T0)], magic=1, timestamp=T0)
+    log.roll()
+    dirty = _append(log, [(b"d", b"1", T0)], magic=1, timestamp=T0)
+    log.roll()
+    old, last_clean = log.segments[0], log.segments[1]
+    last_clean.set_last_modified(T0)
+    old.set_last_modified(T0 - DAY - 10_000)   # before the horizon T0 - DAY
+    Cleaner(CleanerConfig(SMALL)).clean(
+        LogToClean(None, log, dirty, log.active_segment.base_offset), now_ms=T0)
+    kept = [(r.offset, bytes(r.key), r.value and bytes(r.value))
+            for b in _batches(log) for r in b]
+    assert kept == [(0, b"a", b"1"), (2, b"e", None), (3, b"d", b"1")]
     log.close()
