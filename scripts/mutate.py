@@ -239,6 +239,10 @@ EQUIVALENT: dict[str, str] = {
         "general path drops it too, with the same counts",
     _CR + "xǁCleanerǁ_filter_batch__mutmut_63":
         "DELETE_EMPTY is only ever told apart from DELETE and RETAIN_EMPTY; None is neither",
+    _CR + "xǁCleanerǁ_filter_batch__mutmut_129":
+        "the log is read only in the error of records that do not decompress, and a control "
+        "batch reaching this line holds records, which _control_type (control_marker) "
+        "decompressed whole first: one that does not decompress raised there",
     _CR + "xǁCleanerǁ_filter_batch__mutmut_76":
         "with no record kept, the tombstone count (needs_horizon) is read only by the "
         "branches for kept records",

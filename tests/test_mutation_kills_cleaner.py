@@ -418,3 +418,22 @@ def test_legacy_tombstones_go_from_segments_older_than_the_legacy_horizon(tmp_pa
             for b in _batches(log) for r in b]
     assert kept == [(0, b"a", b"1"), (2, b"e", None), (3, b"d", b"1")]
     log.close()
+
+
+def test_the_legacy_horizon_comes_from_the_segment_before_the_first_dirty_offset(tmp_path, clock):
+    """The clean part is logSegments(0, firstDirtyOffset): with the first dirty offset at a
+    segment's base, the segment before it sets the legacy horizon, and a dirty segment
+    older than that horizon loses its legacy tombstone."""
+    log = _log(tmp_path, clock, delete_retention_ms=DAY)
+    _append(log, [(b"a", b"1", T0)], magic=1, timestamp=T0)
+    log.roll()
+    dirty = _append(log, [(b"b", None, T0)], magic=1, timestamp=T0)
+    log.roll()
+    _append(log, [(b"d", b"1", T0)], magic=1, timestamp=T0)
+    log.roll()
+    log.segments[0].set_last_modified(T0)
+    log.segments[1].set_last_modified(T0 - DAY - 10_000)
+    Cleaner(CleanerConfig(SMALL)).clean(
+        LogToClean(None, log, dirty, log.active_segment.base_offset), now_ms=T0)
+    assert [(r.offset, bytes(r.key)) for b in _batches(log) for r in b] == [(0, b"a"), (2, b"d")]
+    log.close()
