@@ -506,7 +506,8 @@ class Cleaner:
             retention = _DELETE_EMPTY
         marker_for_empty_txn = can_discard and b.is_control
         if retention == _DELETE:
-            stats.messages_read += max(b.record_count, 0)
+            # Kafka's MemoryRecords.filterTo skips a DELETE batch before it counts its
+            # records: messages read are those of the batches kept, emptied or not
             return None
         # the records
         if discard_records:

@@ -326,9 +326,6 @@ def test_a_compressed_batch_that_does_not_decompress_stops_the_round(tmp_path, c
     log.close()
 
 
-@pytest.mark.xfail(strict=True, reason="kafkastore differs from Kafka: Cleaner._filter_batch "
-                   "adds a DELETE batch's records to messages_read (cleaner statistics only; "
-                   "found by make mutate, _filter_batch mutants 67, 68, 73)")
 def test_a_deleted_batch_is_not_counted_as_read(tmp_path, clock):
     """filterTo skips a DELETE batch before it counts its records (``if (batchRetention ==
     BatchRetention.DELETE) continue;`` comes first), so the round's messages read are
