@@ -1,0 +1,66 @@
+"""Tests that kill the surviving mutants of ``make mutate``'s log_append target
+(kafkastore/log_append.py and the append path of kafkastore/log.py): each pins a behaviour
+of Kafka's UnifiedLog.append (cited per test) that no other test pinned."""
+
+from __future__ import annotations
+
+import pytest
+from _logtools import T0, Clock, open_log
+
+from kafkastore.errors import CorruptRecordError
+from kafkastore.producer_state import AppendOrigin
+from kafkastore.records import encode_batch
+
+
+def _bases(log) -> list[int]:
+    return [s.base_offset for s in log.segments]
+
+
+def test_a_follower_append_past_a_gap_rolls_at_its_first_offset(tmp_path):
+    """Kafka's UnifiedLog.maybeRoll rolls at the append's first offset (``rollOffset =
+    appendInfo.firstOffset``), and LocalLog.roll takes max(that, log end offset) as the
+    new segment's base: a follower's batch at offset 10 after a log ending at 1 (the
+    leader's compacted gap) that does not fit the active segment starts a segment at 10,
+    not at 1. (Kills _maybe_roll mutant 18: a roll at the log end.)"""
+    first = encode_batch([(b"k", b"v" * 50, T0)], base_offset=0, timestamp=T0)
+    second = encode_batch([(b"k", b"w" * 50, T0)], base_offset=10, timestamp=T0)
+    log = open_log(tmp_path, Clock(T0), segment_bytes=len(first) + len(second) - 1)
+    log.append_batches(first, assign_offsets=False)
+    log.append_batches(second, assign_offsets=False)
+    assert _bases(log) == [0, 10]
+    assert log.log_end_offset == 11
+    log.close()
+
+
+def test_a_coordinators_corrupt_marker_is_refused_naming_the_log(tmp_path):
+    """A control batch from the coordinator whose control record key is shorter than 4
+    bytes: Kafka's ControlRecordType.parse refuses it while UnifiedLog.append analyzes
+    the producer state (ProducerAppendInfo.append reads the marker), before anything is
+    written; kafkastore's typed error names the log's directory, as every error of an
+    append does. (Kills _analyze_producers mutants 22 and 25: no path given.)"""
+    log = open_log(tmp_path, Clock(T0))
+    bad = encode_batch([(b"k", None, T0)], is_control=True, is_transactional=True,
+                       producer_id=7, producer_epoch=0, base_sequence=-1, timestamp=T0)
+    with pytest.raises(CorruptRecordError) as info:
+        log.append_batches(bad, origin=AppendOrigin.COORDINATOR)
+    assert info.value.path == log.dir
+    assert log.log_end_offset == 0
+    log.close()
+
+
+def test_a_follower_legacy_wrapper_rolls_at_the_log_end(tmp_path):
+    """A follower's compressed magic-1 wrapper has no known first offset without
+    inflating it: Kafka's UnifiedLog.maybeRoll rolls at ``maxOffsetInMessages -
+    Integer.MAX_VALUE`` and LocalLog.roll at max(that, log end offset), so a wrapper of
+    offsets 5..7 after a log ending at 1 that does not fit the active segment starts a
+    segment at the log end, 1, not at 5. (Kills _append_set mutant 17: the roll at the
+    first offset whatever the magic.)"""
+    first = encode_batch([(b"k", b"v" * 50, T0)], magic=1, base_offset=0, timestamp=T0)
+    wrapper = encode_batch([(b"k", b"w" * 50, T0)] * 3, magic=1, base_offset=5,
+                           compression="gzip", timestamp=T0)
+    log = open_log(tmp_path, Clock(T0), segment_bytes=len(first) + len(wrapper) - 1)
+    log.append_batches(first, assign_offsets=False)
+    log.append_batches(wrapper, assign_offsets=False)
+    assert _bases(log) == [0, 1]
+    assert log.log_end_offset == 8
+    log.close()
