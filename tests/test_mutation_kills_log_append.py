@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from _logtools import T0, Clock, open_log
 
-from kafkastore.errors import CorruptRecordError
-from kafkastore.producer_state import AppendOrigin
+from kafkastore.errors import CorruptRecordError, KafkaStorageError
+from kafkastore.producer_state import AppendOrigin, ProducerStateManager
 from kafkastore.records import encode_batch
 
 
@@ -63,4 +63,27 @@ def test_a_follower_legacy_wrapper_rolls_at_the_log_end(tmp_path):
     log.append_batches(wrapper, assign_offsets=False)
     assert _bases(log) == [0, 1]
     assert log.log_end_offset == 8
+    log.close()
+
+
+def test_a_failure_after_the_write_leaves_the_end_after_the_written_batch(tmp_path,
+                                                                          monkeypatch):
+    """A file-system failure after the batch reached the segment (here while the
+    producer state records it): the append fails with the typed storage error, as Kafka's
+    UnifiedLog.append fails under maybeHandleIOException, and the log end offset follows
+    what the file holds, as LogLoader's recovery would find it, so no offset written is
+    handed out again. (Kills _append_set mutants 32, 33, 34: the end set to None or a
+    TypeError in place of the storage error.)"""
+    log = open_log(tmp_path, Clock(T0))
+
+    def fail(self, updates):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(ProducerStateManager, "record_updates", fail)
+    batch = encode_batch([(b"k", b"v", T0)] * 2, producer_id=7, producer_epoch=0,
+                         base_sequence=0, timestamp=T0)
+    with pytest.raises(KafkaStorageError):
+        log.append_batches(batch)
+    assert log.log_end_offset == 2
+    assert log.active_segment.read_next_offset() == 2
     log.close()
