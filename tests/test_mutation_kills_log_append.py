@@ -87,3 +87,20 @@ def test_a_failure_after_the_write_leaves_the_end_after_the_written_batch(tmp_pa
     assert log.log_end_offset == 2
     assert log.active_segment.read_next_offset() == 2
     log.close()
+
+
+@pytest.mark.parametrize("elapsed, flushed", [(999, False), (1000, True), (1001, True)])
+def test_an_append_flushes_once_flush_ms_has_passed(tmp_path, elapsed, flushed):
+    """An append flushes the log when flush.ms has passed since the last flush, at exactly
+    the limit too: Kafka's LogManager.flushDirtyLogs flushes when ``timeSinceLastFlush >=
+    log.config.flushMs`` (UnifiedLog.append's own check, ``unflushedMessages >=
+    flushInterval``, is >= as well). One millisecond before, after and at the limit.
+    (Kills _append_set mutant 51: > in place of >=.)"""
+    clock = Clock(T0)
+    log = open_log(tmp_path, clock, flush_ms=1000)
+    log.append_batches(encode_batch([(b"k", b"v", T0)], timestamp=T0))
+    assert log.recovery_point == 0
+    clock.sleep(elapsed)
+    log.append_batches(encode_batch([(b"k", b"w", T0)], timestamp=T0))
+    assert log.recovery_point == (2 if flushed else 0)
+    log.close()
