@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _logtools import T0, Clock, open_log
 
-from kafkastore.errors import CorruptRecordError, KafkaStorageError
+from kafkastore.errors import CorruptRecordError, KafkaStorageError, RecordTooLargeError
 from kafkastore.producer_state import AppendOrigin, ProducerStateManager
 from kafkastore.records import encode_batch
 
@@ -103,4 +103,34 @@ def test_an_append_flushes_once_flush_ms_has_passed(tmp_path, elapsed, flushed):
     clock.sleep(elapsed)
     log.append_batches(encode_batch([(b"k", b"w", T0)], timestamp=T0))
     assert log.recovery_point == (2 if flushed else 0)
+    log.close()
+
+
+@pytest.mark.parametrize("spare", [0, 1])
+def test_a_batch_as_large_as_the_segment_is_appended(tmp_path, spare):
+    """Kafka's UnifiedLog.append refuses a record set only when it is larger than
+    segment.bytes (``validRecords.sizeInBytes > config.segmentSize``): one exactly as large,
+    or one byte smaller, is appended. (Kills _check_segment_size mutant 2: >=.)"""
+    batch = encode_batch([(b"k", b"v" * 50, T0)], base_offset=0, timestamp=T0)
+    log = open_log(tmp_path, Clock(T0), segment_bytes=len(batch) + spare)
+    log.append_batches(batch, assign_offsets=False)
+    assert log.log_end_offset == 1
+    log.close()
+
+
+def test_a_batch_larger_than_the_segment_is_refused_with_kafkas_message(tmp_path):
+    """One byte over segment.bytes: Kafka's UnifiedLog.append throws
+    RecordBatchTooLargeException "Message batch size is N bytes in append to partition P
+    which exceeds the maximum configured segment size of S."; kafkastore's typed error
+    carries the same message, the limit and the log's directory, and nothing is written.
+    (Kills _check_segment_size mutants 3, 4, 5.)"""
+    batch = encode_batch([(b"k", b"v" * 50, T0)], base_offset=0, timestamp=T0)
+    log = open_log(tmp_path, Clock(T0), segment_bytes=len(batch) - 1)
+    with pytest.raises(RecordTooLargeError) as info:
+        log.append_batches(batch, assign_offsets=False)
+    assert str(info.value).startswith(
+        f"Message batch size is {len(batch)} bytes in append to partition {log.dir} which "
+        f"exceeds the maximum configured segment size of {len(batch) - 1}.")
+    assert (info.value.limit, info.value.path) == (len(batch) - 1, log.dir)
+    assert log.log_end_offset == 0
     log.close()
