@@ -12,8 +12,15 @@ from kafkastore.producer_state import AppendOrigin, ProducerStateManager
 from kafkastore.records import encode_batch
 
 
-def _bases(log) -> list[int]:
-    return [s.base_offset for s in log.segments]
+def _follower_roll(tmp_path, first: bytes, second: bytes) -> tuple[list[int], int]:
+    """The segment bases and log end after a follower appends ``first`` then ``second``
+    to a log whose segments hold both but one byte (so the second rolls)."""
+    log = open_log(tmp_path, Clock(T0), segment_bytes=len(first) + len(second) - 1)
+    log.append_batches(first, assign_offsets=False)
+    log.append_batches(second, assign_offsets=False)
+    out = [s.base_offset for s in log.segments], log.log_end_offset
+    log.close()
+    return out
 
 
 def test_a_follower_append_past_a_gap_rolls_at_its_first_offset(tmp_path):
@@ -24,12 +31,7 @@ def test_a_follower_append_past_a_gap_rolls_at_its_first_offset(tmp_path):
     not at 1. (Kills _maybe_roll mutant 18: a roll at the log end.)"""
     first = encode_batch([(b"k", b"v" * 50, T0)], base_offset=0, timestamp=T0)
     second = encode_batch([(b"k", b"w" * 50, T0)], base_offset=10, timestamp=T0)
-    log = open_log(tmp_path, Clock(T0), segment_bytes=len(first) + len(second) - 1)
-    log.append_batches(first, assign_offsets=False)
-    log.append_batches(second, assign_offsets=False)
-    assert _bases(log) == [0, 10]
-    assert log.log_end_offset == 11
-    log.close()
+    assert _follower_roll(tmp_path, first, second) == ([0, 10], 11)
 
 
 def test_a_coordinators_corrupt_marker_is_refused_naming_the_log(tmp_path):
@@ -58,12 +60,7 @@ def test_a_follower_legacy_wrapper_rolls_at_the_log_end(tmp_path):
     first = encode_batch([(b"k", b"v" * 50, T0)], magic=1, base_offset=0, timestamp=T0)
     wrapper = encode_batch([(b"k", b"w" * 50, T0)] * 3, magic=1, base_offset=5,
                            compression="gzip", timestamp=T0)
-    log = open_log(tmp_path, Clock(T0), segment_bytes=len(first) + len(wrapper) - 1)
-    log.append_batches(first, assign_offsets=False)
-    log.append_batches(wrapper, assign_offsets=False)
-    assert _bases(log) == [0, 1]
-    assert log.log_end_offset == 8
-    log.close()
+    assert _follower_roll(tmp_path, first, wrapper) == ([0, 1], 8)
 
 
 def test_a_failure_after_the_write_leaves_the_end_after_the_written_batch(tmp_path,
