@@ -51,7 +51,6 @@ from kafkastore.cleaner_manager import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LogToClean,
     cleanable_offsets,
-    first_unstable_offset,
     max_compaction_delay,
 )
 from kafkastore.cleaner_round import (
@@ -101,7 +100,7 @@ def clean(log: Log, *, first_dirty_offset: int | None = None,
     total = CleanerStats(rounds=0)
     dirty = first_dirty_offset
     while True:
-        first, uncleanable, _ = cleanable_offsets(log, dirty, now, first_unstable_offset(log))
+        first, uncleanable, _ = cleanable_offsets(log, dirty, now, log.first_unstable_offset)
         to_clean = LogToClean(None, log, first, uncleanable)
         if to_clean.cleanable_bytes == 0:
             dirty = first
@@ -249,7 +248,7 @@ class LogCleaner:
             checkpoint = truncated
             self.update_checkpoint(log_dir, tp, truncated)
         first, uncleanable, reset = cleanable_offsets(
-            log, checkpoint, now, first_unstable_offset(log) if exact else None)
+            log, checkpoint, now, log.first_unstable_offset if exact else None)
         if reset:
             self.update_checkpoint(log_dir, tp, first)
         delay = max_compaction_delay(log, first, now)

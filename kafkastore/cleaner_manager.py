@@ -9,7 +9,7 @@ offset), and the first segment younger than ``min.compaction.lag.ms``
 (:func:`cleanable_offsets`); :class:`LogToClean` then rounds the end down to a segment
 boundary and sizes the clean and dirty parts, which rank the logs by dirty ratio.
 A round also needs the log's producer state: the first offset of an undecided
-transaction (:func:`first_unstable_offset`, when the range is chosen) and, as each group
+transaction (``Log.first_unstable_offset``, when the range is chosen) and, as each group
 of segments is cleaned, the last batch of every producer the state holds
 (:func:`last_records_of_active_producers`: kept, possibly empty, until the log's own
 expiration forgets the producer).
@@ -58,13 +58,6 @@ def last_records_of_active_producers(log: Log) -> dict[int, _LastRecord]:
         return {pid: _LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None,
                                  e.producer_epoch)
                 for pid, e in log.producer_state_manager.producers.items()}
-
-
-def first_unstable_offset(log: Log) -> int | None:
-    """The first offset of a transaction still undecided (Kafka's
-    ``firstUnstableOffset``), read under the log's lock."""
-    with log.lock:
-        return log.first_unstable_offset
 
 
 def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int,
