@@ -19,8 +19,10 @@
 #    KAFKASTORE_BACKENDS="python" runs only the second (e.g. for a pure wheel): then the
 #    pure run takes every test, since nothing else runs the same_python ones.
 #    KAFKASTORE_PURE_SELECTION=all runs every test on the pure backend too.
-#    With two CPUs or more the two runs go side by side (the pure run's output printed
-#    when both are done); KAFKASTORE_PARALLEL=0 runs them one after the other.
+#    The backends run one after the other, each spread over the machine's CPUs by
+#    pytest-xdist (-n <CPUs>; tests/conftest.py's scheduler gives one worker the Spark
+#    directory whole, first, and deals out the other modules); KAFKASTORE_WORKERS=N
+#    sets the number of workers, 1 runs each backend in one process.
 #
 # Arguments go to pytest. Paths among them are taken relative to the caller's directory;
 # without any, the whole tests/ directory runs. Exits non-zero if any run failed or
@@ -111,7 +113,6 @@ run_backend() {
         echo "test.sh: the same_python ones run on the compiled backend (they are counted as"
         echo "test.sh: deselected below; KAFKASTORE_PURE_SELECTION=all runs them here too)"
     fi
-    # each run its own temporary directories: the two may run at the same time
     env "${env[@]}" KAFKASTORE_REQUIRE_INSTALLED=1 \
         "$VENV/bin/pytest" -p no:cacheprovider -c "$REPO/pyproject.toml" --rootdir "$REPO" \
         --basetemp "$WORK/tmp-$backend" ${selection[@]+"${selection[@]}"} "${args[@]}" || rc=$?
@@ -124,30 +125,24 @@ for backend in $BACKENDS; do
         *) echo "test.sh: unknown backend '$backend' in KAFKASTORE_BACKENDS" >&2; exit 2 ;;
     esac
 done
-# Both backends at once when there are two CPUs or more (KAFKASTORE_PARALLEL=0: one after
-# the other). Each run is one Python process, mostly on one CPU, so two of them take about
-# the time of the longer one. The pure run's output goes to a file, printed when both are
-# done; the compiled run prints as it goes.
-PARALLEL="${KAFKASTORE_PARALLEL:-}"
-if [ -z "$PARALLEL" ]; then
-    PARALLEL=0
-    [ "$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)" -ge 2 ] && PARALLEL=1
+# Workers per backend run: one per CPU (tests/conftest.py: pytest_xdist_make_scheduler).
+# Up to 8 by default: past that, a worker's start-up (importing, collecting 5,000 tests)
+# costs more than the share of the run it takes.
+WORKERS="${KAFKASTORE_WORKERS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}"
+[ -n "${KAFKASTORE_WORKERS:-}" ] || [ "$WORKERS" -le 8 ] || WORKERS=8
+case "$WORKERS" in
+    ''|*[!0-9]*) echo "test.sh: KAFKASTORE_WORKERS=$WORKERS: expected a number" >&2; exit 2 ;;
+esac
+if [ "$WORKERS" -gt 1 ]; then
+    if "$PY" -c 'import xdist' 2>/dev/null; then
+        args=(-n "$WORKERS" "${args[@]}")
+    else
+        echo "test.sh: pytest-xdist is not installed: one process per backend"
+    fi
 fi
-set -- $BACKENDS
-if [ "$PARALLEL" != 0 ] && [ "$#" -eq 2 ]; then
-    first="$1" second="$2"
-    echo "test.sh: running backend=$second beside backend=$first (KAFKASTORE_PARALLEL=0:"
-    echo "test.sh: one after the other); its output follows when both are done"
-    run_backend "$second" > "$WORK/output-$second" 2>&1 &
-    other=$!
-    run_backend "$first"
-    wait "$other" || true
-    cat "$WORK/output-$second"
-else
-    for backend in $BACKENDS; do
-        run_backend "$backend"
-    done
-fi
+for backend in $BACKENDS; do
+    run_backend "$backend"
+done
 
 status=0
 summary=()

@@ -44,6 +44,7 @@ from hypothesis import settings
 
 import kafkastore
 import kafkastore._kernels as K
+from _reliability import FIGURES, TIER
 from _selection import same_python_family
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,6 +158,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
     config.stash[_SAME_PYTHON_DESELECTED] = families
+    if hasattr(config, "workerinput"):
+        # a pytest-xdist worker: the XDIST_GROUPS units first (every worker sorts alike)
+        items.sort(key=lambda item: _xdist_scope(item.nodeid) not in XDIST_GROUPS)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -166,9 +170,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             and session.config.stash.get(_SAME_PYTHON_DESELECTED, {})
             and not session.items):
         session.exitstatus = pytest.ExitCode.OK
+    # a pytest-xdist worker: what the controller prints travels in workeroutput
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["same_python_deselected"] = session.config.stash.get(
+            _SAME_PYTHON_DESELECTED, {})
+        workeroutput["reliability_figures"] = dict(FIGURES.counts)
+
+
+@pytest.hookimpl(optionalhook=True)   # a pytest-xdist hook: defined only with xdist
+def pytest_testnodedown(node, error) -> None:
+    # The controller of a pytest-xdist run (scripts/test.sh's -n): it collected nothing
+    # itself. Every worker collects (and deselects) the same tests; their figures add up.
+    out = getattr(node, "workeroutput", {})
+    node.config.stash[_SAME_PYTHON_DESELECTED] = out.get("same_python_deselected", {})
+    for name, n in out.get("reliability_figures", {}).items():
+        FIGURES.add(name, n)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    if hasattr(config, "workeroutput"):
+        return   # a pytest-xdist worker: the controller reports
+    _report_figures(terminalreporter)
     families = config.stash.get(_SAME_PYTHON_DESELECTED, {})
     if config.getoption("--kernel-tests-only"):
         total = sum(families.values())
@@ -177,6 +200,52 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             f"--kernel-tests-only: {total} same_python tests deselected"
             f"{f' ({detail})' if detail else ''}; they run on the compiled backend"
             " (tests/_selection.py SAME_PYTHON)")
+
+
+# -- pytest-xdist (scripts/test.sh runs each backend with -n 2) ----------------------------
+#: Test directories that one worker runs whole, first: they share session fixtures that are
+#: expensive to start twice (one Spark session, a standalone cluster, a Connect server).
+XDIST_GROUPS = ("tests/spark/",)
+
+
+def _xdist_scope(nodeid: str) -> str:
+    """The work unit of ``nodeid``: its XDIST_GROUPS directory, else its module (so a
+    module's fixtures are built once)."""
+    for group in XDIST_GROUPS:
+        if nodeid.startswith(group):
+            return group
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # xdist's own --dist loadgroup marks groups by editing item._nodeid, which pytest 9.2
+    # no longer reads; a scheduler of our own groups by path instead. The largest unit
+    # (the Spark directory) goes out first: the other worker takes the modules meanwhile.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _xdist_scope(nodeid)
+
+    config.option.loadscopereorder = False   # keep the order pytest_collection_modifyitems set
+    return Scheduling(config, log)
+
+
+def _report_figures(tr) -> None:
+    """The reliability harness's figures (tests/_reliability.py): printed, and merged into
+    ``KAFKASTORE_FIGURES`` when it names a file. Here, not in tests/reliability/, because a
+    pytest-xdist controller loads only this conftest."""
+    if not FIGURES.counts:
+        return
+    tr.section(f"reliability figures (tier {TIER}, backend {K.BACKEND})")
+    width = max(len(k) for k in FIGURES.counts)
+    for name, n in sorted(FIGURES.counts.items()):
+        tr.write_line(f"{name:<{width}}  {n:>12,}")
+    path = os.environ.get("KAFKASTORE_FIGURES")
+    if path:
+        FIGURES.save(path, K.BACKEND)
+        tr.write_line(f"(merged into {path})")
 
 
 # -- fixtures -----------------------------------------------------------------------------

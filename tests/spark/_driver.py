@@ -14,6 +14,10 @@ Scenarios:
   row the sink holds.
 * ``write``: ``n`` rows (keys ``k<i % 17>``, values ``v<i>``) written to topic ``topic``
   of ``root`` with ``mode("append")``.
+* ``append``: ``records`` (``[key, value, timestamp]``, strings) appended by this process,
+  through ``LogManager``, to each of ``partitions`` of ``topic`` in ``root`` (``{p}`` in a
+  value is the partition): more data arriving between two steps (a stream's restart
+  sees it).
 
 ``kill`` (any step): the Python tasks slow down (a sleep per row in a UDF) and write a marker file
 when they start; once one has, an executor JVM of this application is killed with
@@ -165,6 +169,13 @@ def run_step(spark, step: dict, workdir: str) -> dict:
         df.write.format("kafkastore").option("topic", step["topic"]) \
             .option("partitions", str(step.get("partitions", 3))) \
             .mode("append").save(step["root"])
+    elif scenario == "append":
+        from kafkastore.manager import LogManager
+
+        with LogManager(step["root"], background=False) as m:
+            for p in step["partitions"]:
+                m.get(step["topic"], p).append(
+                    [(k.encode(), v.format(p=p).encode(), ts) for k, v, ts in step["records"]])
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     if killer is not None:

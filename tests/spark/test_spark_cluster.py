@@ -1,10 +1,10 @@
 """The data source on a Spark standalone cluster (issue 17).
 
 A master and two workers, separate JVMs started from the installed pyspark on
-127.0.0.1 (tests/spark/_cluster.py). The scenarios run as steps of two applications,
-drivers of their own (tests/spark/_driver.py): a batch read, the same read from S3
-(moto), a write to a directory the workers share, a stream's first run; then, after
-more data arrives, the stream restarted from its checkpoint, and a read and a write
+127.0.0.1 (tests/spark/_cluster.py). The scenarios run as steps of one application, a
+driver of its own (tests/spark/_driver.py): a batch read, the same read from S3 (moto),
+a write to a directory the workers share, a stream's first run; then, after more data
+arrives, the stream restarted from its checkpoint (a new query), and a read and a write
 during which an executor is killed with SIGKILL (Spark retries its tasks elsewhere).
 The reference is the local session's result on the same data; the written log is read
 back: nothing lost, nothing twice.
@@ -18,7 +18,6 @@ import pytest
 from test_spark_source import T0, make_logs
 
 from kafkastore.log_view import ReadOnlyLogDir
-from kafkastore.manager import LogManager
 from kafkastore.spark.writer import JOURNAL_PREFIX
 from kafkastore.topic import TopicPartition
 
@@ -48,23 +47,22 @@ def runs(cluster, s3_server, tmp_path_factory):
                   checkpoint=str(base / "checkpoint"),
                   options={"subscribe": "orders", "startingOffsets": "earliest",
                            "maxOffsetsPerTrigger": "100"})
-    first = cluster.driver([
+    # One application (a driver and its executors start once): the stream's second run
+    # is a new query on the same checkpoint, after more data arrived, as after a restart.
+    late = [["late", f"late-{{p}}-{i}", T0 + 10**6 + i] for i in range(25)]
+    results = cluster.driver([
         dict(scenario="read", root=logs, options=READ),
         dict(scenario="read", root=uri, options={**S3_READ, **s3_server.spark_options()}),
         dict(scenario="write", root=str(base / "shared-clean"), topic="sunk", n=N_WRITE),
         stream,
-    ])
-    # more data for the stream, then a new application: the restart from the checkpoint
-    with LogManager(str(stream_logs), background=False) as m:
-        for p in range(2):
-            m.get("orders", p).append(
-                [(b"late", b"late-%d-%d" % (p, i), T0 + 10**6 + i) for i in range(25)])
-    second = cluster.driver([
+        dict(scenario="append", root=str(stream_logs), topic="orders", partitions=[0, 1],
+             records=late),
         stream,
         dict(scenario="read", root=logs, options=READ, kill=True, delay=0.003),
         dict(scenario="write", root=str(base / "shared-killed"), topic="sunk", n=N_WRITE,
              kill=True, delay=0.004),
     ])
+    first, second = results[:4], results[5:]
     return {"logs": logs, "base": base, "stream_logs": str(stream_logs),
             "first": first, "second": second}
 

@@ -6,8 +6,11 @@ planning worker ran ``python3`` and the read failed with ``ModuleNotFoundError: 
 module named 'kafkastore'``. Now ``register`` honours ``spark.pyspark.python``, and with
 nothing configured it refuses, naming the Python that lacks kafkastore and the fix.
 
-Each case is a driver of its own (a subprocess: the environment a SparkContext starts
-with is the point), loopback only, local[1].
+Both cases run in one driver of their own (a subprocess: the environment a SparkContext
+starts with is the point), loopback only, local[1]: first a SparkContext started with
+nothing configured, then, after it stops, one built with ``spark.pyspark.python`` (the
+JVM is started once, without that setting, so the second context has it only from its
+builder, as a user's session would).
 """
 
 from __future__ import annotations
@@ -26,23 +29,24 @@ from kafkastore.manager import LogManager
 SCRIPT = textwrap.dedent("""
     import json, sys
     from pyspark.sql import SparkSession
-    builder = (SparkSession.builder.master("local[1]").appName("trap")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1"))
-    if sys.argv[2] == "configured":
-        builder = builder.config("spark.pyspark.python", sys.executable)
-    spark = builder.getOrCreate()
-    import kafkastore.spark
-    out = {}
-    try:
-        kafkastore.spark.register(spark)
-        out["rows"] = spark.read.format("kafkastore").option("subscribe", "t") \\
-            .load(sys.argv[1]).count()
-    except Exception as exc:
-        out["error"] = type(exc).__name__ + ": " + str(exc)
-    spark.stop()
-    print("RESULT " + json.dumps(out))
+    for mode in sys.argv[2:]:
+        builder = (SparkSession.builder.master("local[1]").appName("trap")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
+        if mode == "configured":
+            builder = builder.config("spark.pyspark.python", sys.executable)
+        spark = builder.getOrCreate()
+        import kafkastore.spark
+        out = {}
+        try:
+            kafkastore.spark.register(spark)
+            out["rows"] = spark.read.format("kafkastore").option("subscribe", "t") \\
+                .load(sys.argv[1]).count()
+        except Exception as exc:
+            out["error"] = type(exc).__name__ + ": " + str(exc)
+        spark.stop()
+        print("RESULT " + json.dumps({"mode": mode, **out}), flush=True)
 """)
 
 
@@ -54,8 +58,11 @@ def bare_python(tmp_path_factory):
     return where / "bin"
 
 
-def _drive(tmp_path, bare_bin, mode):
-    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+@pytest.fixture(scope="module")
+def outcomes(spark, tmp_path_factory, bare_python):
+    """What each mode's SparkContext got: {mode: {"rows": n} or {"error": message}}."""
+    # the session fixture proves Java and pyspark are here; this driver is its own
+    tmp_path = tmp_path_factory.mktemp("trap")
     root = tmp_path / "logs"
     with LogManager(str(root), background=False) as m:
         m.get_or_create("t", 0).append([(b"k", b"v%d" % i) for i in range(17)])
@@ -64,22 +71,26 @@ def _drive(tmp_path, bare_bin, mode):
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME",
                         "PYTHONPATH")}   # a user's shell: kafkastore only where installed
-    env["PATH"] = f"{bare_bin}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = f"{bare_python}{os.pathsep}{env.get('PATH', '')}"
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    proc = subprocess.run([sys.executable, str(script), str(root), mode], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    # "default" first: the JVM starts without spark.pyspark.python
+    proc = subprocess.run([sys.executable, str(script), str(root), "default", "configured"],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    found = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            out = json.loads(line[len("RESULT "):])
+            found[out.pop("mode")] = out
+    assert set(found) == {"default", "configured"}, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return found
 
 
-def test_spark_pyspark_python_is_honoured(spark, tmp_path, bare_python):
-    # the session fixture proves Java and pyspark are here; this driver is its own
-    assert _drive(tmp_path, bare_python, "configured") == {"rows": 17}
+def test_spark_pyspark_python_is_honoured(outcomes):
+    assert outcomes["configured"] == {"rows": 17}
 
 
-def test_a_python_without_kafkastore_is_named(spark, tmp_path, bare_python):
-    out = _drive(tmp_path, bare_python, "default")
+def test_a_python_without_kafkastore_is_named(outcomes, bare_python):
+    out = outcomes["default"]
     err = out.get("error", "")
     assert err.startswith("ConfigError: kafkastore is not installed in the Python that "
                           "Spark would run the kafkastore source in: python3 ("), out
