@@ -66,6 +66,7 @@ from kafkastore.cli.shared import (
     tiered_options,
 )
 from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
+from kafkastore.partition_metadata import TOPIC_ID_FORMAT, check_topic_id
 
 __all__ = ["register", "check_flags", "run", "open_copy", "describe_tiered",
            "consume_tiered", "verify_tiered", "dump_resolver"]
@@ -215,8 +216,9 @@ def describe_tiered(args: argparse.Namespace) -> int:
                               if log_file_offset(i.name) is not None)
             uploads = _uploads(copy, given, tp)
             remote = sum(i.size for seg in copy.uploads(tp) for i in seg.objects.files.values())
-            row = describe_row(args, tp, segments, remote, policies, scan)
-            row.update({"topic_id": copy.topic_id(tp.topic), "layout": copy.layout,
+            row = describe_row(args, tp, segments, remote, policies, scan,
+                               copy.topic_id(tp.topic))
+            row.update({"layout": copy.layout,
                         "uploads": uploads,
                         "gaps": [list(g) for g in copy.resolution(tp).gaps]})
             rows.append(row)
@@ -526,6 +528,12 @@ def _cmd_upload(args: argparse.Namespace) -> int:
         spec = f"{spec};active={args.active_key}"
     if args.chunk_size is not None and args.chunk_size < 1:
         raise UsageError(f"--chunk-size must be at least 1, not {args.chunk_size}")
+    if args.topic_id is not None:
+        try:
+            check_topic_id(args.topic_id)
+        except ValueError:
+            raise UsageError(f"--topic-id {args.topic_id!r} is not a topic id: it is "
+                             f"{TOPIC_ID_FORMAT}") from None
     try:
         bases = None if args.segments is None else \
             [int(s) for s in args.segments.split(",") if s.strip()]
@@ -603,8 +611,10 @@ def _add_commands(cli: CommandLine) -> None:
     p.add_argument("--active-key", help="the key id of --key-ring that encrypts")
     p.add_argument("--segments", help="comma-separated base offsets of the segments to "
                    "upload (default: every rolled segment)")
-    p.add_argument("--topic-id", help="the topic id (default: the directory's "
-                   "partition.metadata)")
+    p.add_argument("--topic-id", help="the topic id, a Kafka Uuid: 22 characters of "
+                   "URL-safe base64 without padding, as kafka-topics --describe or "
+                   "kafkastore describe show it (default: the directory's "
+                   "partition.metadata, which kafkastore produce writes)")
     tiered_options(p, flag=False, writing=True)
     storage_option(p)
     p.set_defaults(func=_cmd_upload)
