@@ -118,9 +118,10 @@ def encode_topic_id(topic_id: str) -> bytes:
 
 def random_uuid() -> str:
     """A new random Kafka Uuid (a topic id, a segment id), as Kafka's ``Uuid.randomUuid``
-    (the controller's topic creation draws topic ids with it): a version-4 UUID's 16 bytes, drawn again while they are reserved
-    (all zeros, or 1: the metadata topic's id) or their string starts with ``-`` (it
-    would read as an option on a command line)."""
+    (the controller's topic creation draws topic ids with it): a version-4 UUID's 16
+    bytes, drawn again while they are reserved (all zeros, or 1: the metadata topic's
+    id) or their string starts with ``-`` (it would read as an option on a command
+    line)."""
     while True:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if text not in _RESERVED and not text.startswith("-"):
