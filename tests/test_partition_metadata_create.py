@@ -13,10 +13,11 @@ import re
 import uuid
 
 import pytest
+from _logtools import FaultFS, installed
 
 from kafkastore import partition_metadata
 from kafkastore.cli import EXIT_OK, EXIT_USAGE, main
-from kafkastore.errors import InconsistentTopicIdError, TieredStorageError
+from kafkastore.errors import InconsistentTopicIdError, KafkaStorageError, TieredStorageError
 from kafkastore.log import Log
 from kafkastore.log_view import ReadOnlyLog
 from kafkastore.manager import LogManager
@@ -255,3 +256,22 @@ def test_the_upload_help_gives_the_topic_id_format(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--topic-id TOPIC_ID the topic id, a Kafka Uuid: 22 characters of URL-safe " \
            "base64" in out
+
+
+@pytest.mark.parametrize("op", ["fsync", "rename"])
+def test_a_failed_write_of_the_new_file_fails_the_open_and_a_retry_writes_it(tmp_path, op):
+    """The file is written (write_atomically: .tmp, fsync, rename) before the open returns:
+    a failure there is the open's typed error, with nothing half-written left, and the
+    next open writes it."""
+    path = tmp_path / "orders-0"
+    fs = FaultFS({op: {1: "eio"}})
+    with installed(fs):
+        with pytest.raises(KafkaStorageError):
+            Log.open(str(path))
+    assert [f[0] for f in fs.fired] == [op]
+    assert file_id(path) is None
+    log = Log.open(str(path))
+    append_one(log)
+    log.close()
+    assert log.topic_id == file_id(path) and log.topic_id is not None
+    assert not any(name.endswith(".tmp") for name in os.listdir(path))
