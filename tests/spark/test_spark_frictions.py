@@ -1,0 +1,90 @@
+"""Issue 28, the Spark frictions a new user met on a cluster.
+
+* 5: a relative ``load()`` path is made absolute where the driver plans, so executors
+  with another working directory read the same directory; a local segment missing on
+  another host than the planning one is reported as a path the executors do not share,
+  not as a deletion by retention.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+
+import pytest
+
+from kafkastore.errors import StorageFileNotFoundError
+from kafkastore.manager import LogManager
+
+T0 = 1_700_000_000_000
+
+
+def _write_log(root, n=17):
+    with LogManager(str(root), background=False) as m:
+        m.get_or_create("t", 0).append([(b"k", b"v%d" % i, T0 + i) for i in range(n)])
+
+
+def _source(options):
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (the spark extra)")
+    from kafkastore.spark.source import KafkaStoreDataSource
+
+    return KafkaStoreDataSource(options)
+
+
+def _rows(reader, partitions):
+    return sum(b.num_rows for p in partitions for b in reader.read(p))
+
+
+# -- item 5: relative paths, and the "deleted" message -----------------------------------
+
+
+def test_relative_paths_are_absolute_in_the_parsed_options(tmp_path, monkeypatch):
+    from kafkastore.spark.options import parse_read_options, parse_write_options
+
+    monkeypatch.chdir(tmp_path)
+    read = parse_read_options({"path": "logs", "subscribe": "t",
+                               "tieredStorage": "copy"}, streaming=False)
+    assert read.path == str(tmp_path / "logs")
+    assert read.tiered.uri == str(tmp_path / "copy")
+    write = parse_write_options({"path": "out", "topic": "t"}, streaming=False)
+    assert write.path == str(tmp_path / "out")
+    # URIs and absolute paths are kept as given
+    uri = parse_read_options({"path": "s3://bucket/logs", "subscribe": "t"},
+                             streaming=False)
+    assert uri.path == "s3://bucket/logs"
+    assert parse_read_options({"path": "/data/logs", "subscribe": "t"},
+                              streaming=False).path == "/data/logs"
+
+
+def test_a_relative_load_path_reads_the_planning_directory_from_another_cwd(
+        tmp_path, monkeypatch):
+    planned, elsewhere = tmp_path / "driver", tmp_path / "executor"
+    elsewhere.mkdir()
+    _write_log(planned / "logs")
+    monkeypatch.chdir(planned)            # the driver plans here ...
+    reader = _source({"path": "logs", "subscribe": "t"}).reader(None)
+    partitions = reader.partitions()
+    monkeypatch.chdir(elsewhere)          # ... an executor reads from its work directory
+    assert _rows(reader, partitions) == 17
+
+
+def test_a_segment_missing_on_another_host_is_not_called_deleted(tmp_path):
+    from kafkastore.spark.source import KafkaStorePartition
+
+    _write_log(tmp_path / "logs")
+    reader = _source({"path": str(tmp_path / "logs"), "subscribe": "t"}).reader(None)
+    [planned] = reader.partitions()
+    assert planned.planned_on == socket.gethostname()
+    shutil.rmtree(tmp_path / "logs" / "t-0")   # not there where the task runs
+    here = socket.gethostname()
+    other = KafkaStorePartition(planned.value, planned_on=f"not-{here}")
+    with pytest.raises(StorageFileNotFoundError) as info:
+        _rows(reader, [other])
+    msg = str(info.value)
+    assert f"is not there on host {here}" in msg
+    assert f"planned on host not-{here}" in msg
+    assert "deleted" not in msg and "every executor" in msg
+    # planned on this very host: the file was listed here and is gone, so it was deleted
+    with pytest.raises(StorageFileNotFoundError, match="was deleted .* after the query"):
+        _rows(reader, [planned])
