@@ -80,22 +80,34 @@ def _check_python(exec_: str, *, configured: bool) -> None:
         return   # a path valid only on the executors (a shipped archive): not checkable
     if os.path.abspath(path) == os.path.abspath(sys.executable):
         return   # this very Python (not merely the same binary: venvs share theirs)
-    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('kafkastore') is None)"
+    # import kafkastore.spark itself: find_spec("kafkastore") is satisfied by any
+    # directory named kafkastore in the working directory (a clone, seen from its
+    # parent), a namespace package without the library
+    probe = ("import sys, kafkastore.spark; "
+             "sys.exit(getattr(kafkastore.spark, '__file__', None) is None)")
     try:
-        found = subprocess.run([path, "-c", probe], capture_output=True, timeout=60,
-                               check=False).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        found = False
-    if found:
-        return
+        done = subprocess.run([path, "-c", probe], capture_output=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        why = str(exc)
+    else:
+        if done.returncode == 0:
+            return
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        why = lines[-1] if lines else f"exit status {done.returncode}"
     source = ("spark.pyspark.python" if configured else
               "PYSPARK_PYTHON when the SparkContext started" if os.environ.get(
                   "PYSPARK_PYTHON") else
               "pyspark's default, as PYSPARK_PYTHON was not set when the SparkContext "
               "started")
+    here = os.path.join(os.getcwd(), "kafkastore")
+    if os.path.isdir(here) and not os.path.exists(os.path.join(here, "__init__.py")):
+        why += (f"; the directory {here} is not an installation (a clone's root, or any "
+                f"directory of that name, is only a namespace package)")
     raise ConfigError(
         f"kafkastore is not installed in the Python that Spark would run the kafkastore "
-        f"source in: {exec_} ({path}; {source}). Install kafkastore there, or choose a "
+        f"source in: {exec_} ({path}; {source}; import kafkastore.spark: {why}). "
+        f"Install kafkastore there, or choose a "
         f"Python that has it: export PYSPARK_PYTHON={sys.executable} before starting "
         f"the driver, or set spark.pyspark.python (on a cluster: a Python with "
         f"kafkastore on every node, or a packed environment through spark.archives; "

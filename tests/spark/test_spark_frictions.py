@@ -4,19 +4,25 @@
   with another working directory read the same directory; a local segment missing on
   another host than the planning one is reported as a path the executors do not share,
   not as a deletion by retention.
+* 7: ``register``'s check of the executors' Python imports ``kafkastore.spark``, which a
+  directory named ``kafkastore`` in the working directory (a namespace package) fails.
 """
 
 from __future__ import annotations
 
+import pathlib
 import shutil
 import socket
+import sysconfig
+import venv
 
 import pytest
 
-from kafkastore.errors import StorageFileNotFoundError
+from kafkastore.errors import ConfigError, StorageFileNotFoundError
 from kafkastore.manager import LogManager
 
 T0 = 1_700_000_000_000
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _write_log(root, n=17):
@@ -88,3 +94,38 @@ def test_a_segment_missing_on_another_host_is_not_called_deleted(tmp_path):
     # planned on this very host: the file was listed here and is gone, so it was deleted
     with pytest.raises(StorageFileNotFoundError, match="was deleted .* after the query"):
         _rows(reader, [planned])
+
+
+# -- item 7: the executors' Python ---------------------------------------------------------
+
+
+def _venv(where, pth_lines=()):
+    venv.create(where, with_pip=False, symlinks=True)
+    if pth_lines:
+        [site] = (where / "lib").glob("python*/site-packages")
+        (site / "kafkastore-test.pth").write_text("\n".join(pth_lines) + "\n")
+    return str(where / "bin" / "python")
+
+
+def test_the_python_check_refuses_a_namespace_directory_named_kafkastore(
+        tmp_path, monkeypatch):
+    from kafkastore.spark import _check_python
+
+    bare = _venv(tmp_path / "bare")
+    (tmp_path / "parent" / "kafkastore").mkdir(parents=True)   # a clone, from its parent
+    monkeypatch.chdir(tmp_path / "parent")
+    with pytest.raises(ConfigError, match="kafkastore is not installed") as info:
+        _check_python(bare, configured=True)
+    assert "namespace package" in str(info.value)
+    assert "kafkastore.spark" in str(info.value)
+
+
+def test_the_python_check_accepts_a_python_that_imports_kafkastore_spark(
+        tmp_path, monkeypatch):
+    from kafkastore.spark import _check_python
+
+    # a venv that sees this checkout and the dependencies, not this interpreter itself
+    ok = _venv(tmp_path / "ok", [str(ROOT), sysconfig.get_paths()["purelib"]])
+    (tmp_path / "kafkastore").mkdir()   # a namespace directory does not mask the real one
+    monkeypatch.chdir(tmp_path)
+    _check_python(ok, configured=True)
