@@ -43,12 +43,32 @@ def register(spark: Any) -> None:
     kafkastore is refused with a :class:`~kafkastore.errors.ConfigError` that names
     it and says how to choose another (see ``docs/cluster.rst``). Spark Connect
     sessions are left to the server.
+
+    Where Spark already has the format (the ``pyspark_kafkastore`` module, found in
+    that same Python, or an earlier call) it is not registered again: Spark would log
+    that a statically registered data source was replaced.
     """
     from kafkastore.spark.source import KafkaStoreDataSource
 
     _choose_python(spark)
-    spark.dataSource.register(KafkaStoreDataSource)
+    if not _registered(spark):
+        spark.dataSource.register(KafkaStoreDataSource)
     spark.conf.set(PUSHDOWN_CONF, "true")
+
+
+def _registered(spark: Any, python: str | None = None) -> bool:
+    """Whether ``spark`` has the ``kafkastore`` format already, to run in ``python``
+    (default: the session's). Spark registers it statically when its lookup finds
+    ``pyspark_kafkastore`` (``DataSourceManager.dataSourceExists``), with the Python of
+    that lookup, which may not be the one :func:`_choose_python` chose."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        if not manager.dataSourceExists("kafkastore"):
+            return False
+        found = manager.lookupDataSource("kafkastore").dataSourceCls().pythonExec()
+        return found == (python or spark.sparkContext.pythonExec)
+    except Exception:   # a Connect session, or a Spark without these: register
+        return False
 
 
 def _choose_python(spark: Any) -> None:

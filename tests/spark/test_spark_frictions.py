@@ -6,6 +6,8 @@
   not as a deletion by retention.
 * 7: ``register``'s check of the executors' Python imports ``kafkastore.spark``, which a
   directory named ``kafkastore`` in the working directory (a namespace package) fails.
+* 13: ``register`` leaves a format Spark registered statically (the
+  ``pyspark_kafkastore`` module) in place instead of replacing it (and logging so).
 """
 
 from __future__ import annotations
@@ -129,3 +131,29 @@ def test_the_python_check_accepts_a_python_that_imports_kafkastore_spark(
     (tmp_path / "kafkastore").mkdir()   # a namespace directory does not mask the real one
     monkeypatch.chdir(tmp_path)
     _check_python(ok, configured=True)
+
+
+# -- item 13: no second registration -------------------------------------------------------
+
+
+def _builder(session):
+    manager = session._jsparkSession.sessionState().dataSourceManager()
+    if not manager.dataSourceExists("kafkastore"):
+        return None
+    found = manager.lookupDataSource("kafkastore")
+    return session.sparkContext._jvm.java.lang.System.identityHashCode(found)
+
+
+def test_register_keeps_the_statically_registered_source(spark):
+    import kafkastore.spark
+
+    fresh = spark.newSession()   # a session state of its own: only Spark's static lookup
+    static = _builder(fresh)
+    if static is None:
+        pytest.skip("Spark's data source lookup did not find pyspark_kafkastore here")
+    kafkastore.spark.register(fresh)
+    assert _builder(fresh) == static      # not replaced (Spark would log a WARN)
+    assert fresh.conf.get(kafkastore.spark.PUSHDOWN_CONF) == "true"
+    # registered for another Python than the session's: register would replace it
+    assert kafkastore.spark._registered(fresh)
+    assert not kafkastore.spark._registered(fresh, python="/elsewhere/bin/python3")
