@@ -46,7 +46,9 @@ def register(spark: Any) -> None:
 
     Where Spark already has the format (the ``pyspark_kafkastore`` module, found in
     that same Python, or an earlier call) it is not registered again: Spark would log
-    that a statically registered data source was replaced.
+    that a statically registered data source was replaced. A write in another mode than
+    ``append`` is refused with a :class:`~kafkastore.errors.ConfigError` that says to
+    write with ``mode("append")``, instead of Spark's hint at "Append or Overwrite".
     """
     from kafkastore.spark.source import KafkaStoreDataSource
 
@@ -54,6 +56,7 @@ def register(spark: Any) -> None:
     if not _registered(spark):
         spark.dataSource.register(KafkaStoreDataSource)
     spark.conf.set(PUSHDOWN_CONF, "true")
+    _refuse_other_save_modes(type(spark.range(0).write))
 
 
 def _registered(spark: Any, python: str | None = None) -> bool:
@@ -69,6 +72,56 @@ def _registered(spark: Any, python: str | None = None) -> bool:
         return found == (python or spark.sparkContext.pythonExec)
     except Exception:   # a Connect session, or a Spark without these: register
         return False
+
+
+def _refused_mode(exc: BaseException) -> str | None:
+    """The save mode ``exc`` refused a kafkastore write for, else None: Spark's own
+    refusal of ErrorIfExists and Ignore before the source is asked
+    (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``), or the source's refusal of Overwrite."""
+    from kafkastore.spark.options import APPEND_ONLY
+
+    condition = getattr(exc, "getCondition", None)
+    try:
+        condition = condition() if condition else None
+        params = exc.getMessageParameters() or {}
+    except Exception:
+        return None
+    if condition == "UNSUPPORTED_DATA_SOURCE_SAVE_MODE":
+        if params.get("source", "").strip('"`').lower() == "kafkastore":
+            return params.get("createMode", "").strip('"`') or "ErrorIfExists"
+    elif condition == "PYTHON_DATA_SOURCE_ERROR" and APPEND_ONLY in str(exc):
+        return "Overwrite"
+    return None
+
+
+def _refuse_other_save_modes(writer_class: type) -> None:
+    """Make ``writer_class.save`` raise kafkastore's ConfigError for a refused save
+    mode. Spark refuses ErrorIfExists (the default) and Ignore for a Python data source
+    before the source sees the write, with a hint at Overwrite, which the source then
+    refuses too; ``mode("append")`` is the one that works. Other errors pass as they
+    are. Installed once per class."""
+    import functools
+
+    from kafkastore.errors import ConfigError
+    from kafkastore.spark.options import APPEND_ONLY
+
+    save = writer_class.save
+    if getattr(save, "_kafkastore_modes", False):
+        return
+
+    @functools.wraps(save)
+    def checked_save(self, *args, **kwargs):
+        try:
+            return save(self, *args, **kwargs)
+        except Exception as exc:
+            mode = _refused_mode(exc)
+            if mode is None:
+                raise
+            raise ConfigError(f"{APPEND_ONLY} (this write's mode: {mode})",
+                              key="mode", value=mode) from exc
+
+    checked_save._kafkastore_modes = True
+    writer_class.save = checked_save
 
 
 def _choose_python(spark: Any) -> None:

@@ -38,6 +38,12 @@ __all__ = [
 EARLIEST = -2
 LATEST = -1
 
+#: Why a write in another mode than append is refused (Spark's Kafka sink refuses
+#: Overwrite and Ignore: ``KafkaSourceProvider.createRelation``; its default,
+#: ErrorIfExists, Spark refuses for any Python data source before the source is asked).
+APPEND_ONLY = ('Kafka logs are append-only: write with mode("append") (Spark\'s Kafka sink '
+               'refuses Overwrite too)')
+
 _STRATEGIES = ("subscribe", "subscribepattern", "assign")
 
 # Consumer options Spark-Kafka rejects, with the reason it gives.

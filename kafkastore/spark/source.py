@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
 from kafkastore.errors import ConfigError
 from kafkastore.spark import layout as _layout
 from kafkastore.spark.options import (
+    APPEND_ONLY,
     offsets_json,
     parse_offsets_json,
     parse_read_options,
@@ -132,8 +133,7 @@ class KafkaStoreDataSource(DataSource):
 
 def _refuse_overwrite(overwrite: bool) -> None:
     if overwrite:
-        raise ConfigError("Kafka logs are append-only: write with mode('append') "
-                          "(Spark's Kafka sink refuses Overwrite too)")
+        raise ConfigError(APPEND_ONLY, key="mode", value="Overwrite")
 
 
 class KafkaStorePartition(InputPartition):

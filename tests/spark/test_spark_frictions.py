@@ -8,6 +8,8 @@
   directory named ``kafkastore`` in the working directory (a namespace package) fails.
 * 13: ``register`` leaves a format Spark registered statically (the
   ``pyspark_kafkastore`` module) in place instead of replacing it (and logging so).
+* 14: a write in another mode than append is refused with kafkastore's ConfigError
+  naming ``mode("append")``, not Spark's hint at "Append or Overwrite".
 """
 
 from __future__ import annotations
@@ -157,3 +159,20 @@ def test_register_keeps_the_statically_registered_source(spark):
     # registered for another Python than the session's: register would replace it
     assert kafkastore.spark._registered(fresh)
     assert not kafkastore.spark._registered(fresh, python="/elsewhere/bin/python3")
+
+
+# -- item 14: save modes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [None, "overwrite", "ignore", "error"])
+def test_a_write_in_another_mode_than_append_names_mode_append(spark, tmp_path, mode):
+    root = tmp_path / "logs"
+    df = spark.createDataFrame([("k", "v")], "key string, value string")
+    writer = df.write.format("kafkastore").option("topic", "t")
+    if mode is not None:
+        writer = writer.mode(mode)
+    with pytest.raises(ConfigError, match=r'append-only: write with mode\("append"\)') as info:
+        writer.save(str(root))
+    assert "Append or Overwrite" not in str(info.value)
+    assert info.value.key == "mode"
+    assert not (root / "t-0").exists()
