@@ -1,4 +1,4 @@
-"""Issue 28, the Spark frictions a new user met on a cluster.
+"""Issue 28, the Spark frictions a new user met on a cluster (items 5, 7, 13, 14, 17).
 
 * 5: a relative ``load()`` path is made absolute where the driver plans, so executors
   with another working directory read the same directory; a local segment missing on
@@ -10,6 +10,7 @@
   ``pyspark_kafkastore`` module) in place instead of replacing it (and logging so).
 * 14: a write in another mode than append is refused with kafkastore's ConfigError
   naming ``mode("append")``, not Spark's hint at "Append or Overwrite".
+* 17: the user pages of the docs do not send users to the project's CI script.
 """
 
 from __future__ import annotations
@@ -176,3 +177,27 @@ def test_a_write_in_another_mode_than_append_names_mode_append(spark, tmp_path, 
     assert "Append or Overwrite" not in str(info.value)
     assert info.value.key == "mode"
     assert not (root / "t-0").exists()
+
+
+# -- item 17: user pages speak of what users run -------------------------------------------
+
+
+def _user_guide():
+    """The pages of the index's "User guide" toctree (the "Project" one is for
+    contributors), and the README."""
+    lines = (ROOT / "docs" / "index.rst").read_text(encoding="utf-8").splitlines()
+    start = lines.index("   :caption: User guide")
+    pages = []
+    for line in lines[start + 1:]:
+        if line.startswith(".. "):
+            break
+        if line.strip() and not line.strip().startswith(":"):
+            pages.append(ROOT / "docs" / f"{line.strip()}.rst")
+    return pages + [ROOT / "README.md"]
+
+
+def test_user_pages_do_not_send_users_to_the_ci_script():
+    pages = _user_guide()
+    assert ROOT / "docs" / "spark.rst" in pages and len(pages) > 5
+    offenders = [p.name for p in pages if ".ci/run" in p.read_text(encoding="utf-8")]
+    assert offenders == []
