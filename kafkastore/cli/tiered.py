@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 
 from kafkastore.cli.shared import (
@@ -553,14 +554,55 @@ def _cmd_upload(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: The largest key ``tiered keygen`` makes (generation time grows with the cube of it).
+_MAX_KEYGEN_BITS = 16384
+
+
+def _exists(path: str) -> UsageError:
+    return UsageError(f"{path} exists: not overwritten (remove it, or name another file)")
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """``data`` to a new file readable by its owner only (0600); an existing file is a
+    usage error, never overwritten (a key lost is every copy it encrypted lost)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise _exists(path) from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create it: {exc.strerror}") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from kafkastore.tiered.crypto import RECOMMENDED_KEY_BITS, KeyRing
+
+    if not RECOMMENDED_KEY_BITS <= args.bits <= _MAX_KEYGEN_BITS:
+        raise UsageError(f"--bits must be in [{RECOMMENDED_KEY_BITS}, {_MAX_KEYGEN_BITS}], "
+                         f"not {args.bits}")
+    for path in filter(None, (args.file, args.public_key)):
+        if os.path.lexists(path):   # before the key is made: both files or neither
+            raise _exists(path)
+    ring, pem = KeyRing.generate("new", args.bits)
+    _write_new(args.file, pem)
+    print(f"wrote a {args.bits}-bit RSA private key (PKCS#8 PEM, mode 0600) to {args.file}")
+    if args.public_key:
+        _write_new(args.public_key, ring.public_key_pem("new"))
+        print(f"wrote its public key (X.509 PEM) to {args.public_key}")
+    print(f"use it as --key-ring ID={args.file} (ID: any name without ':'; the manifests "
+          "record it)")
+    return EXIT_OK
+
+
 def _add_commands(cli: CommandLine) -> None:
-    """``kafkastore tiered export`` and ``kafkastore tiered upload``."""
+    """``kafkastore tiered export``, ``upload`` and ``keygen``."""
     import textwrap
 
     fmt = argparse.RawDescriptionHelpFormatter   # the examples keep their lines
     tiered = cli.sub.add_parser(
         "tiered", help="tiered-storage (KIP-405) copies: export one to partition "
-        "directories, upload a partition's segments as one",
+        "directories, upload a partition's segments as one, make a key",
         description="Tiered-storage copies. describe, consume, dump-log and verify read "
         "them with --tiered.")
     tsub = tiered.add_subparsers(dest="tiered_command", required=True)
@@ -608,3 +650,19 @@ def _add_commands(cli: CommandLine) -> None:
     tiered_options(p, flag=False, writing=True)
     storage_option(p)
     p.set_defaults(func=_cmd_upload)
+    p = tsub.add_parser(
+        "keygen", help="make an RSA key pair for encrypted tiered copies",
+        description=textwrap.fill(
+            "Write a new RSA private key as an unencrypted PKCS#8 PEM file (mode 0600), "
+            "the form --key-ring and Aiven's plugin read; never overwrites a file. "
+            "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 makes the same "
+            "kind of file."),
+        epilog="example:\n  kafkastore tiered keygen k1.pem --public-key k1.pub.pem\n"
+        "  kafkastore tiered upload ./logs/orders-0 s3://bucket/tiered --key-ring "
+        "k1=k1.pem", formatter_class=fmt)
+    p.add_argument("file", help="the private key file to create")
+    p.add_argument("--bits", type=int, default=2048,
+                   help="the modulus size (default 2048, at least 2048)")
+    p.add_argument("--public-key", help="also write the public key (X.509 PEM) here: "
+                   "the plugin's public.key.file")
+    p.set_defaults(func=_cmd_keygen)
