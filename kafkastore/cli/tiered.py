@@ -544,13 +544,18 @@ def _cmd_upload(args: argparse.Namespace) -> int:
     source_options = options if split_uri(args.partition_dir)[0] else None
     done = upload_partition(args.partition_dir, args.dest, options=UploadOptions(**kwargs),
                             storage_options=options, base_offsets=bases,
-                            topic_id=args.topic_id, source_storage_options=source_options)
+                            topic_id=args.topic_id, source_storage_options=source_options,
+                            force=args.force)
     for seg in done:
         k = seg.key
+        what = "already in the copy, skipped" if seg.skipped else \
+            f"{len(seg.objects)} objects, {seg.bytes} bytes"
         print(f"{k.topic}-{k.partition}: {k.start_offset:020d}-{k.segment_id}: offsets "
-              f"{k.start_offset}..{seg.end_offset}, {len(seg.objects)} objects, "
-              f"{seg.bytes} bytes")
-    print(f"uploaded {len(done)} segment(s) to {args.dest}")
+              f"{k.start_offset}..{seg.end_offset}, {what}")
+    skipped = sum(seg.skipped for seg in done)
+    print(f"uploaded {len(done) - skipped} segment(s) to {args.dest}"
+          + (f", skipped {skipped} the copy already holds complete (--force uploads them "
+             "again)" if skipped else ""))
     return EXIT_OK
 
 
@@ -647,6 +652,10 @@ def _add_commands(cli: CommandLine) -> None:
                    "upload (default: every rolled segment)")
     p.add_argument("--topic-id", help="the topic id (default: the directory's "
                    "partition.metadata)")
+    p.add_argument("--force", action="store_true",
+                   help="upload every segment again, even those the copy already holds "
+                   "complete (same offsets and sizes by their manifest), which are "
+                   "skipped by default")
     tiered_options(p, flag=False, writing=True)
     storage_option(p)
     p.set_defaults(func=_cmd_upload)

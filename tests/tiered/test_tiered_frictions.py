@@ -111,3 +111,107 @@ def test_a_key_made_by_openssl_genpkey_as_the_docs_show_is_read(tmp_path):
     ring = KeyRing({"o": path})
     key_id, wrapped = ring.wrap(b"\x01" * 32)
     assert ring.unwrap(key_id, wrapped, path="test") == b"\x01" * 32
+
+
+# -- item 15: a re-run uploads only what is missing ---------------------------------------------
+
+def _copy_rows(capsys, remote, *ring):
+    code, out, err = run(capsys, "consume", remote, "orders", "--print-offset", "--tiered",
+                         *ring)
+    assert code == EXIT_OK, err
+    return out
+
+
+def _uploads(remote):
+    """``{start offset: set of segment ids}`` of the .log objects under ``remote``."""
+    out = {}
+    for p in remote.rglob("*.log"):
+        start, sid = p.stem.split("-", 1)
+        out.setdefault(int(start), set()).add(sid)
+    return out
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "zstd+aes"])
+def test_a_rerun_after_a_failure_uploads_only_the_missing_segments(tmp_path, capsys,
+                                                                   monkeypatch, encrypted):
+    from _copies import segment_bases
+
+    from kafkastore.tiered.object_sink import LocalSink
+
+    src = _partition(tmp_path)
+    rolled = segment_bases(src)[:-1]
+    assert len(rolled) >= 3
+    remote = tmp_path / "remote"
+    argv = ["--chunk-size", "300"]
+    ring = []
+    if encrypted:
+        key = tmp_path / "k1.pem"
+        key.write_bytes(_rsa_pem(2048))
+        ring = ["--key-ring", f"k1={key}"]
+        argv += ["--compression", *ring]
+    # the second segment's manifest fails to write: the run stops there, the first
+    # segment complete, the second's objects removed, the rest not started
+    put = LocalSink.put
+
+    def failing_put(self, path, data):
+        if path.endswith(".rsm-manifest") and f"{rolled[1]:020d}-" in path:
+            raise OSError(5, "injected failure")
+        return put(self, path, data)
+
+    monkeypatch.setattr(LocalSink, "put", failing_put)
+    code, _, err = run(capsys, "tiered", "upload", src, remote, *argv)
+    assert code != EXIT_OK and "injected failure" in err
+    first = _uploads(remote)
+    assert list(first) == [rolled[0]] and len(first[rolled[0]]) == 1
+    monkeypatch.setattr(LocalSink, "put", put)
+
+    code, out, err = run(capsys, "tiered", "upload", src, remote, *argv)
+    assert code == EXIT_OK, err
+    lines = out.splitlines()
+    assert lines[0].endswith("already in the copy, skipped")
+    assert lines[0].startswith(f"orders-0: {rolled[0]:020d}-{next(iter(first[rolled[0]]))}")
+    assert not any("skipped" in line for line in lines[1:-1])
+    assert lines[-1] == (f"uploaded {len(rolled) - 1} segment(s) to {remote}, skipped 1 the "
+                         "copy already holds complete (--force uploads them again)")
+    done = _uploads(remote)
+    assert sorted(done) == rolled and all(len(ids) == 1 for ids in done.values())
+    assert done[rolled[0]] == first[rolled[0]]   # the first upload kept, not redone
+    # the copy reads back as the log's rolled segments
+    code, want, _ = run(capsys, "consume", src.parent, "orders", "--print-offset")
+    assert _copy_rows(capsys, remote, *ring) == want
+
+    # a third run has nothing to do; --force uploads everything again
+    code, out, err = run(capsys, "tiered", "upload", src, remote, *argv)
+    assert code == EXIT_OK and out.splitlines()[-1].startswith(
+        f"uploaded 0 segment(s) to {remote}, skipped {len(rolled)} "), out + err
+    code, out, err = run(capsys, "tiered", "upload", src, remote, *argv, "--force")
+    assert code == EXIT_OK and out.splitlines()[-1] == \
+        f"uploaded {len(rolled)} segment(s) to {remote}", out + err
+    assert all(len(ids) == 2 for ids in _uploads(remote).values())
+    assert _copy_rows(capsys, remote, *ring) == want
+
+
+def test_an_upload_not_complete_or_not_the_same_is_uploaded_again(tmp_path):
+    from _copies import segment_bases
+
+    from kafkastore.tiered.upload import upload_partition
+
+    src = _partition(tmp_path)
+    rolled = segment_bases(src)[:-1]
+    remote = tmp_path / "remote"
+    upload_partition(str(src), str(remote))
+    by_start = {int(p.stem.split("-")[0]): p for p in remote.rglob("*.log")}
+    # a crash between objects: the .log and .indexes there, no manifest
+    by_start[rolled[0]].with_suffix(".rsm-manifest").unlink()
+    # a damaged upload: its .log object shorter than its chunk index says
+    log_obj = by_start[rolled[1]]
+    log_obj.write_bytes(log_obj.read_bytes()[:-1])
+    done = upload_partition(str(src), str(remote))
+    assert [(s.key.start_offset, s.skipped) for s in done] == \
+        [(rolled[0], False), (rolled[1], False)] + [(b, True) for b in rolled[2:]]
+    assert all(s.bytes == 0 and s.objects for s in done if s.skipped)
+    # a different layout at the same destination is not the same upload
+    local = upload_partition(str(src), str(remote),
+                             options=__import__("kafkastore.tiered.upload", fromlist=["x"])
+                             .UploadOptions(layout="local"))
+    assert not any(s.skipped for s in local)
