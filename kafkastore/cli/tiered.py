@@ -66,7 +66,7 @@ from kafkastore.cli.shared import (
     storage_option,
     tiered_options,
 )
-from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
+from kafkastore.errors import KafkaStoreError, MissingKeyError, StorageFileNotFoundError
 
 __all__ = ["register", "check_flags", "run", "open_copy", "describe_tiered",
            "consume_tiered", "verify_tiered", "dump_resolver"]
@@ -211,29 +211,81 @@ def describe_tiered(args: argparse.Namespace) -> int:
 
         rows = []
         for tp in parts:
-            files = [i for i in ts.list_dir(_dir(tp)) if not i.is_dir]
-            segments = sorted((log_file_offset(i.name), i.size, i.path) for i in files
-                              if log_file_offset(i.name) is not None)
-            uploads = _uploads(copy, given, tp)
-            remote = sum(i.size for seg in copy.uploads(tp) for i in seg.objects.files.values())
-            row = describe_row(args, tp, segments, remote, policies, scan)
-            row.update({"topic_id": copy.topic_id(tp.topic), "layout": copy.layout,
-                        "uploads": uploads,
-                        "gaps": [list(g) for g in copy.resolution(tp).gaps]})
+            try:
+                files = [i for i in ts.list_dir(_dir(tp)) if not i.is_dir]
+                segments = sorted((log_file_offset(i.name), i.size, i.path) for i in files
+                                  if log_file_offset(i.name) is not None)
+                uploads = _uploads(copy, given, tp)
+                remote = sum(i.size for seg in copy.uploads(tp)
+                             for i in seg.objects.files.values())
+                row = describe_row(args, tp, segments, remote, policies, scan)
+                row.update({"uploads": uploads, "needs_key": [],
+                            "gaps": [list(g) for g in copy.resolution(tp).gaps]})
+            except MissingKeyError:
+                row = _listed_row(copy, given, tp, policies)
+            row.update({"topic_id": copy.topic_id(tp.topic), "layout": copy.layout})
             rows.append(row)
     print_describe(args, rows, note)
+    for row in rows:
+        if row["needs_key"]:
+            ids = ", ".join(repr(k) for k in row["needs_key"])
+            print(f"kafkastore describe: {row['topic']}-{row['partition']}: encrypted with "
+                  f"RSA key {ids}, which no --key-ring given holds: uploads listed from their "
+                  "manifests only (offsets, sizes, chunks); which of them serve, the "
+                  "gaps, the records and timestamps need the key: give --key-ring "
+                  "ID=KEY.pem", file=sys.stderr)
     if not args.json:
         for row in rows:
             _print_uploads(row)
     return EXIT_OK
 
 
+def _listed_row(copy, given: str, tp, policies) -> dict:
+    """``describe``'s row of a partition that cannot be resolved without a key (its
+    batches are encrypted): what the listing and the manifests tell, every complete
+    upload ``listed`` (not served or dropped: deciding that reads batches), offsets from
+    the manifests' ``remoteLogSegmentMetadata``, the keys it needs in ``needs_key``."""
+    from kafkastore.tiered.resolve import UNFINISHED
+
+    listed = copy.listed_uploads(tp)
+    ring = copy.tiered_storage.key_ring
+    uploads = []
+    for seg in listed:
+        if not seg.complete:
+            uploads.append(_upload(copy, given, tp, seg, "dropped", UNFINISHED,
+                                   "missing " + ", ".join(seg.objects.missing)))
+        else:
+            uploads.append(_upload(copy, given, tp, seg, "listed"))
+    complete = [seg for seg in listed if seg.complete]
+    ends = [seg.end_offset + 1 for seg in complete if seg.end_offset is not None]
+    start = min((seg.start_offset for seg in complete), default=0)
+    policy, source = policies[tp.topic]
+    return {"topic": tp.topic, "partition": tp.partition, "segments": len(complete),
+            "log_start_offset": start, "log_end_offset": max(ends, default=start),
+            "log_bytes": sum(seg.size for seg in complete),
+            "bytes_on_disk": sum(i.size for seg in listed
+                                 for i in seg.objects.files.values()),
+            "max_timestamp": None, "invalid_tail_bytes": None,
+            "cleanup_policy": policy, "cleanup_policy_source": source,
+            "gaps": None, "uploads": uploads,
+            "needs_key": sorted({seg.manifest.encryption.key_id for seg in complete
+                                 if seg.manifest is not None
+                                 and seg.manifest.encryption is not None
+                                 and seg.manifest.encryption.key_id not in (ring or ())})}
+
+
 def _print_uploads(row: dict) -> None:
     served = sum(u["status"] == "served" for u in row["uploads"])
-    gaps = row["gaps"]
+    gaps = row["gaps"] or []
+    if row["needs_key"]:
+        listed = sum(u["status"] == "listed" for u in row["uploads"])
+        summary = (f"{listed} listed, {len(row['uploads']) - listed} dropped (not "
+                   f"resolved: needs --key-ring for key {', '.join(row['needs_key'])})")
+    else:
+        summary = (f"{served} served, {len(row['uploads']) - served} dropped, "
+                   + (f"{len(gaps)} gap(s)" if gaps else "no gaps"))
     print(f"\n{row['topic']}-{row['partition']}: topic id {row['topic_id']}, {row['layout']} "
-          f"layout, {served} served, {len(row['uploads']) - served} dropped, "
-          + (f"{len(gaps)} gap(s)" if gaps else "no gaps"))
+          f"layout, {summary}")
     print(f"  {'status':8} {'start':>12} {'end':>12} {'bytes':>12} {'chunks':>7}  "
           f"{'transforms':20} segment id")
     lines = []

@@ -5,6 +5,7 @@ upload`` uploads only what the copy does not already hold complete."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -215,3 +216,58 @@ def test_an_upload_not_complete_or_not_the_same_is_uploaded_again(tmp_path):
                              options=__import__("kafkastore.tiered.upload", fromlist=["x"])
                              .UploadOptions(layout="local"))
     assert not any(s.skipped for s in local)
+
+
+# -- item 10: describe of an encrypted copy without its key ------------------------------------
+
+def test_describe_without_the_key_lists_what_the_manifests_tell(tmp_path, capsys):
+    from _copies import segment_bases
+
+    src = _partition(tmp_path)
+    rolled = segment_bases(src)[:-1]
+    key, other = tmp_path / "k1.pem", tmp_path / "k2.pem"
+    key.write_bytes(_rsa_pem(2048))
+    other.write_bytes(_rsa_pem(2048))
+    remote = tmp_path / "remote"
+    code, _, err = run(capsys, "tiered", "upload", src, remote, "--compression",
+                       "--chunk-size", "300", "--key-ring", f"k1={key}")
+    assert code == EXIT_OK, err
+    # an unfinished upload too: the first segment again, without its manifest
+    [manifest] = [p for p in remote.rglob("*.rsm-manifest")
+                  if p.name.startswith(f"{rolled[0]:020d}-")]
+    for p in manifest.parent.glob(manifest.name.rsplit(".", 1)[0] + ".*"):
+        if p.suffix != ".rsm-manifest":
+            (p.parent / p.name.replace(p.name.split("-", 1)[1].split(".")[0],
+                                       "AAAAAAAAAAAAAAAAAAAAAA")).write_bytes(p.read_bytes())
+    code, out, err = run(capsys, "describe", remote, "--tiered", "--json", "--key-ring",
+                         f"k1={key}")
+    assert code == EXIT_OK, err
+    want = json.loads(out)
+    served = [u for u in want["uploads"] if u["status"] == "served"]
+    assert len(served) == len(rolled)
+
+    for ring in ([], ["--key-ring", f"k2={other}"]):
+        code, out, err = run(capsys, "describe", remote, "--tiered", "--json", *ring)
+        assert code == EXIT_OK, err
+        [note] = err.splitlines()
+        assert "RSA key 'k1'" in note and "--key-ring" in note and "Traceback" not in err
+        row = json.loads(out)
+        assert row["needs_key"] == ["k1"]
+        listed = [u for u in row["uploads"] if u["status"] == "listed"]
+        # every complete upload, with the offsets, sizes and chunks the keyed describe
+        # shows for the served ones
+        keep = ("segment_id", "start_offset", "end_offset", "bytes", "chunks", "transforms",
+                "objects")
+        assert [{k: u[k] for k in keep} for u in listed] == \
+            [{k: u[k] for k in keep} for u in served]
+        [unfinished] = [u for u in row["uploads"] if u["status"] == "dropped"]
+        assert (unfinished["segment_id"], unfinished["reason"]) == \
+            ("AAAAAAAAAAAAAAAAAAAAAA", "unfinished upload")
+        assert (row["log_start_offset"], row["log_end_offset"], row["segments"]) == \
+            (want["log_start_offset"], want["log_end_offset"], len(rolled))
+        assert row["log_bytes"] == want["log_bytes"]
+        assert row["bytes_on_disk"] == want["bytes_on_disk"]
+    code, out, err = run(capsys, "describe", remote, "--tiered")
+    assert code == EXIT_OK, err
+    assert f"{len(rolled)} listed, 1 dropped (not resolved: needs --key-ring for key k1)" \
+        in out
