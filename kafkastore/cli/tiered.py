@@ -15,7 +15,10 @@ reader that takes a command with ``--tiered``):
     ones (offsets, bytes, chunks, transforms, segment id; the offsets a segment serves
     when the next one cuts it), dropped ones with the reason (unfinished upload,
     duplicate, shadowed, empty, an unreadable manifest) and the gaps. ``--json`` adds
-    ``topic_id``, ``layout``, ``uploads`` and ``gaps`` to each partition's object.
+    ``topic_id``, ``layout``, ``uploads``, ``gaps`` and ``needs_key`` to each
+    partition's object. An encrypted partition without its key is not resolved: its
+    uploads are ``listed`` from the manifests, a note on stderr names the key ids and
+    ``--key-ring``, exit code 0.
 ``consume``
     The served segments' records, as for a log directory (a gap is said on stderr).
 ``dump-log``
@@ -35,7 +38,8 @@ reader that takes a command with ``--tiered``):
 ``kafkastore tiered export COPY DEST`` restores partitions to ordinary partition
 directories (:mod:`kafkastore.tiered.export`); ``kafkastore tiered upload PARTITION_DIR
 DEST`` writes a copy of a partition's rolled segments
-(:func:`kafkastore.tiered.upload.upload_partition`).
+(:func:`kafkastore.tiered.upload.upload_partition`; those the copy holds complete are
+skipped unless ``--force``); ``kafkastore tiered keygen FILE`` makes an RSA key.
 
 Errors: as :mod:`kafkastore.cli.uri` (a missing copy is ``<uri>: no such tiered copy``,
 exit code 2; the store's failures one line each). Thread-safety: one thread.

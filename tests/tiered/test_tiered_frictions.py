@@ -43,9 +43,15 @@ def _partition(tmp_path, n=120):
 
 # -- item 9: keys ------------------------------------------------------------------------------
 
-def test_the_smallest_key_oaep_over_sha3_512_can_wrap_with(tmp_path):
-    # RFC 8017 7.1.1: a message of at most k - 2*hLen - 2 bytes; SHA3-512's hLen is 64
-    assert MIN_KEY_BITS == 8 * (2 * 64 + 2 + 32 - 1) + 1 == 1289
+def test_the_minimum_is_the_smallest_key_oaep_over_sha3_512_wraps_a_data_key_with():
+    # RFC 8017 7.1.1: at most k - 2*hLen - 2 bytes, k the modulus in whole bytes; with
+    # SHA3-512 (hLen 64) a 32-byte data key needs k = 162, a modulus of 1289 bits or more
+    assert MIN_KEY_BITS == 1289
+    ring = KeyRing({"edge": _rsa_pem(MIN_KEY_BITS)})
+    key_id, wrapped = ring.wrap(b"\x07" * 32)
+    assert ring.unwrap(key_id, wrapped, path="test") == b"\x07" * 32
+    with pytest.raises(ConfigError, match=f"{MIN_KEY_BITS - 1} bits"):
+        KeyRing({"edge": _rsa_pem(MIN_KEY_BITS - 1)})
 
 
 def test_a_key_too_small_is_refused_when_the_ring_loads_it(small_key):
