@@ -256,8 +256,10 @@ def test_without_the_crypto_libraries_encryption_names_the_extra(ring_and_pem):
 
 
 def test_a_key_too_small_for_oaep_sha3_512_is_a_config_error():
-    # k - 2 * 64 - 2 bytes fit: a 1024-bit key holds no 32-byte data key
+    # k - 2 * 64 - 2 bytes fit: a 1024-bit key holds no 32-byte data key (refused when
+    # the ring loads it, issue 28)
     small = _pem(rsa.generate_private_key(public_exponent=65537, key_size=1024))
-    with pytest.raises(ConfigError, match="too small to wrap a 32-byte data key") as info:
+    with pytest.raises(ConfigError, match="1024 bits: OAEP with SHA3-512 wraps a 32-byte "
+                       "data key only under a key of at least 1289 bits") as info:
         KeyRing({"s": small}).wrap(b"k" * 32)
     assert info.value.key == "s"
