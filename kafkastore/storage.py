@@ -718,8 +718,10 @@ def _need_pyarrow(uri: str):
     try:
         import pyarrow.fs as pafs
     except ImportError:
-        raise ConfigError(f"Reading {uri} needs pyarrow: pip install 'kafkastore[remote]' "
-                          "(or the spark extra)") from None
+        # no package index has kafkastore yet: name what works today (issue 28)
+        raise ConfigError(f"Reading {uri} needs pyarrow, which the remote (or spark) extra "
+                          f"brings: pip install 'pyarrow>=18', or in a clone of kafkastore "
+                          f"pip install '.[remote]'") from None
     return pafs
 
 

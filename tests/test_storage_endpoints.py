@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+import sys
 
 import pytest
 
@@ -105,3 +106,14 @@ def test_the_cli_says_to_write_http(capsys, s3_server, bucket):
     assert code == EXIT_USAGE and out == ""
     assert f"endpoint_override=http://{host_port}" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_without_pyarrow_the_hint_installs_what_exists(monkeypatch):
+    """No package index has kafkastore yet (issue 28, item 2): the hint for a missing
+    pyarrow names installs that work, never ``pip install 'kafkastore[remote]'``."""
+    monkeypatch.setitem(sys.modules, "pyarrow.fs", None)   # the import raises ImportError
+    with pytest.raises(ConfigError) as info:
+        open_storage("s3://bucket/logs")
+    text = str(info.value)
+    assert "pip install 'pyarrow>=18'" in text and "pip install '.[remote]'" in text
+    assert "kafkastore[" not in text
