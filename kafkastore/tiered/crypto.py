@@ -86,9 +86,15 @@ def new_data_key_and_aad() -> tuple[bytes, bytes]:
     return secrets.token_bytes(DATA_KEY_SIZE), secrets.token_bytes(AAD_SIZE)
 
 
+#: What the tiered extra brings (pyproject.toml), by the name pip installs it under.
+_TIERED_EXTRA = {"pycryptodome": "pycryptodome>=3.19.1", "cryptography": "cryptography>=42"}
+
+
 def _need(library: str) -> ConfigError:
-    return ConfigError(f"Encrypted tiered copies need {library}: "
-                       f"pip install 'kafkastore[tiered]'")
+    # no package index has kafkastore yet: name what works today (issue 28)
+    return ConfigError(f"Encrypted tiered copies need {library}, which the tiered extra "
+                       f"brings: pip install '{_TIERED_EXTRA[library]}', or in a clone of "
+                       f"kafkastore pip install '.[tiered]'")
 
 
 @functools.cache

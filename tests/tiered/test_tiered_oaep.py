@@ -250,9 +250,11 @@ def test_without_the_crypto_libraries_encryption_names_the_extra(ring_and_pem):
     if vectors:
         assert lines.pop(0) == "read"
     assert lines == [
-        "Encrypted tiered copies need pycryptodome: pip install 'kafkastore[tiered]'",
-        "Encrypted tiered copies need pycryptodome: pip install 'kafkastore[tiered]'",
-        "Encrypted tiered copies need cryptography: pip install 'kafkastore[tiered]'"]
+        *["Encrypted tiered copies need pycryptodome, which the tiered extra brings: "
+          "pip install 'pycryptodome>=3.19.1', or in a clone of kafkastore "
+          "pip install '.[tiered]'"] * 2,
+        "Encrypted tiered copies need cryptography, which the tiered extra brings: "
+        "pip install 'cryptography>=42', or in a clone of kafkastore pip install '.[tiered]'"]
 
 
 def test_a_key_too_small_for_oaep_sha3_512_is_a_config_error():
