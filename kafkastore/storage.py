@@ -113,6 +113,15 @@ _TRANSIENT = re.compile(
     re.IGNORECASE)
 _NOT_FOUND = re.compile(r"not ?found|no such (file|key)|does not exist|\b404\b|NoSuchKey",
                         re.IGNORECASE)
+# A TLS handshake answered in plain text: OpenSSL's "wrong version number" (what curl,
+# under pyarrow's AWS SDK, reports for an https request to a plain-HTTP port), and the
+# words other TLS stacks use for it. Never transient: the endpoint's scheme is wrong.
+_PLAINTEXT_PEER = re.compile(
+    r"wrong version number|packet length too long|record layer failure|"
+    r"http request.{0,20}https|unknown protocol", re.IGNORECASE)
+# A port nothing listens on (curl's code 7 under the AWS SDK; Python's ECONNREFUSED).
+_REFUSED = re.compile(r"connection refused|could not connect to server|failed to connect to|"
+                      r"curlCode: 7\b", re.IGNORECASE)
 
 
 class FileInfo(NamedTuple):
@@ -221,6 +230,10 @@ class ReadOnlyStorage:
 
     #: True for the local file system (callers may then use local-only fast paths).
     is_local: bool = False
+
+    #: The remote endpoint requests go to, as ``scheme://host:port``, where one was
+    #: configured (``endpoint_override``); named in the errors about reaching it.
+    endpoint: str | None = None
 
     def __init__(self, retry: RetryPolicy | None = None) -> None:
         self.retry = retry or RetryPolicy()
@@ -333,6 +346,10 @@ class ReadOnlyStorage:
                 raise StorageFileNotFoundError(f"{self.uri(path)}: no such file or directory",
                                                path=self.uri(path)) from None
             except OSError as exc:
+                if not self.is_local and _PLAINTEXT_PEER.search(str(exc)):
+                    # https spoken to a plain-HTTP port: a configuration error that no
+                    # retry mends (six of them took ~10 s before the SSL error showed)
+                    raise self._plaintext_peer_error(what, path, exc) from exc
                 if not is_local_error_transient(self, exc):
                     if _NOT_FOUND.search(str(exc)) and not self.is_local:
                         raise StorageFileNotFoundError(
@@ -342,11 +359,40 @@ class ReadOnlyStorage:
                                        path=self.uri(path)) from exc
                 attempt += 1
                 if attempt >= self.retry.attempts:
-                    raise StorageError(
-                        f"{what} {self.uri(path)} failed {attempt} times, the last with: "
-                        f"{exc}", path=self.uri(path)) from exc
+                    raise StorageError(self._gave_up(what, path, attempt, exc),
+                                       path=self.uri(path)) from exc
                 self.stats.retries += 1
                 time.sleep(self.retry.delay(attempt - 1))
+
+
+    def _where(self) -> str:
+        return self.endpoint or "the store's endpoint"
+
+    def _plaintext_peer_error(self, what: str, path: str, exc: OSError) -> ConfigError:
+        endpoint = self.endpoint or ""
+        host = endpoint.partition("://")[2] or "host:port"
+        return ConfigError(
+            f"{what} {self.uri(path)}: {self._where()} does not speak TLS (the TLS "
+            f"handshake was answered in plain text: {_first_line(exc)}). An endpoint "
+            f"without a scheme means https: write endpoint_override=http://{host}",
+            key="endpoint_override", value=endpoint or None, path=self.uri(path))
+
+    def _gave_up(self, what: str, path: str, attempts: int, exc: OSError) -> str:
+        """The message once the retries are spent. A port nothing listens on (a server
+        not running, a wrong port) is named as such, with the endpoint: the store's own
+        words ("curlCode: 7, Could not connect to server") say neither."""
+        if isinstance(exc, ConnectionRefusedError) or _REFUSED.search(str(exc)):
+            return (f"{what} {self.uri(path)}: nothing accepts connections at "
+                    f"{self._where()} (connection refused, {attempts} attempts): is the "
+                    f"server running there, and is endpoint_override right? The last "
+                    f"error: {_first_line(exc)}")
+        return f"{what} {self.uri(path)} failed {attempts} times, the last with: {exc}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    detail = text.rpartition("Details: ")[2]
+    return detail or text
 
 
 def is_local_error_transient(storage: ReadOnlyStorage, exc: OSError) -> bool:
@@ -501,18 +547,21 @@ class ArrowStorage(ReadOnlyStorage):
     ``hdfs://namenode:8020`` before ``/data/...``.
     """
 
-    def __init__(self, fs, prefix: str, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, fs, prefix: str, retry: RetryPolicy | None = None,
+                 endpoint: str | None = None) -> None:
         super().__init__(retry)
         self.fs = fs
         self.prefix = prefix
+        self.endpoint = endpoint
 
     def __getstate__(self):
         # pyarrow's file systems pickle (with their options and credentials); the
         # counters start afresh in the other process
-        return {"fs": self.fs, "prefix": self.prefix, "retry": self.retry}
+        return {"fs": self.fs, "prefix": self.prefix, "retry": self.retry,
+                "endpoint": self.endpoint}
 
     def __setstate__(self, state) -> None:
-        self.__init__(state["fs"], state["prefix"], state["retry"])
+        self.__init__(state["fs"], state["prefix"], state["retry"], state.get("endpoint"))
 
     def uri(self, path: str) -> str:
         return self.prefix + path
@@ -669,8 +718,10 @@ def _need_pyarrow(uri: str):
     try:
         import pyarrow.fs as pafs
     except ImportError:
-        raise ConfigError(f"Reading {uri} needs pyarrow: pip install 'kafkastore[remote]' "
-                          "(or the spark extra)") from None
+        # no package index has kafkastore yet: name what works today (issue 28)
+        raise ConfigError(f"Reading {uri} needs pyarrow, which the remote (or spark) extra "
+                          f"brings: pip install 'pyarrow>=18', or in a clone of kafkastore "
+                          f"pip install '.[remote]'") from None
     return pafs
 
 
@@ -719,6 +770,15 @@ def _arrow_fs(kind: str, uri: str, kwargs: dict):
     return pafs.HadoopFileSystem(host, port, **kwargs)
 
 
+def _endpoint(kwargs: dict) -> str | None:
+    """``scheme://host:port`` of an ``endpoint_override`` (S3, GCS): pyarrow's clients
+    default the scheme to https, as the AWS SDK does."""
+    endpoint = str(kwargs.get("endpoint_override") or "")
+    if not endpoint or "://" in endpoint:
+        return endpoint or None
+    return f"{kwargs.get('scheme') or 'https'}://{endpoint}"
+
+
 def open_storage(uri: str, options: Mapping[str, Any] | None = None
                  ) -> tuple[ReadOnlyStorage, str]:
     """The storage serving ``uri`` and the path of ``uri`` within it.
@@ -753,7 +813,8 @@ def open_storage(uri: str, options: Mapping[str, Any] | None = None
             fs = _arrow_fs(kind, uri, kwargs)
         except (ValueError, TypeError, OSError) as exc:
             raise ConfigError(f"Cannot open {uri}: {exc}", key="path", value=uri) from exc
-        storage, path = ArrowStorage(fs, _prefix(kind, uri), retry), _path_in(kind, uri)
+        storage = ArrowStorage(fs, _prefix(kind, uri), retry, _endpoint(kwargs))
+        path = _path_in(kind, uri)
     with _cache_lock:
         storage = _cache.setdefault(key, storage)
     return storage, path

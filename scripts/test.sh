@@ -5,7 +5,11 @@
 #
 # 1. Creates a venv at ${KAFKASTORE_VENV:-.venv} unless it exists.
 # 2. Installs kafkastore with the test extra: the wheel file $KAFKASTORE_WHEEL if set,
-#    otherwise a wheel built from this source tree (pip install ".[test]").
+#    otherwise a wheel built from this source tree (pip install ".[test]"). Without
+#    KAFKASTORE_WHEEL, a venv that already holds kafkastore built from this tree (the
+#    README's first command: pip install . into .venv; scripts/installed_from_tree.py
+#    decides) keeps that build and gets only the extras' requirements;
+#    KAFKASTORE_REBUILD=1 rebuilds anyway.
 # 3. Runs pytest from an empty temporary directory, so `import kafkastore` finds the
 #    installed package and never ./kafkastore (conftest.py double-checks this):
 #      - compiled backend:  KAFKASTORE_EXPECT_BACKEND=cython, every test
@@ -69,19 +73,41 @@ fi
 PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --upgrade pip
 
-# Uninstall first so a reused venv never keeps an older build of the same version.
-"$PY" -m pip uninstall --quiet --yes kafkastore >/dev/null 2>&1 || true
 # The spark and connect extras too (pyspark, pyarrow; the Connect client), so the Spark
 # data source tests run, locally, on a standalone cluster and through Spark Connect; they skip,
 # saying why, on a machine without Java. KAFKASTORE_EXTRAS=test leaves pyspark out.
 EXTRAS="${KAFKASTORE_EXTRAS:-test,spark,connect}"
-if [ -n "$WHEEL" ]; then
-    echo "test.sh: installing $WHEEL with the extras $EXTRAS"
-    "$PY" -m pip install --quiet "${WHEEL}[$EXTRAS]"
-else
-    echo "test.sh: building and installing $REPO with the extras $EXTRAS"
-    "$PY" -m pip install --quiet "${REPO}[$EXTRAS]"
+# The compiled kernels must be installed when the compiled backend runs.
+compiled=()
+case " $BACKENDS " in *" cython "*) compiled=(--compiled) ;; esac
+REQS="$(mktemp)"
+reuse_why=""
+if [ -z "$WHEEL" ] && [ "${KAFKASTORE_REBUILD:-0}" != 1 ]; then
+    # The README's first command built and installed this tree into .venv already: reuse
+    # that build (compiling the kernels is most of an install) when it is this tree's
+    # (scripts/installed_from_tree.py says how that is decided), adding only what the
+    # extras need.
+    reuse_why="$("$PY" "$REPO/scripts/installed_from_tree.py" "$REPO" \
+        ${compiled[@]+"${compiled[@]}"} --extras "$EXTRAS" --requirements "$REQS" 2>&1)" \
+        && reuse_why="reuse" || true
 fi
+if [ "$reuse_why" = reuse ]; then
+    echo "test.sh: $VENV holds kafkastore built from this tree: not rebuilding it" \
+         "(KAFKASTORE_REBUILD=1 does); installing what the extras $EXTRAS need"
+    [ ! -s "$REQS" ] || "$PY" -m pip install --quiet -r "$REQS"
+else
+    # Uninstall first so a reused venv never keeps an older build of the same version.
+    "$PY" -m pip uninstall --quiet --yes kafkastore >/dev/null 2>&1 || true
+    if [ -n "$WHEEL" ]; then
+        echo "test.sh: installing $WHEEL with the extras $EXTRAS"
+        "$PY" -m pip install --quiet "${WHEEL}[$EXTRAS]"
+    else
+        [ -z "$reuse_why" ] || echo "test.sh: not reusing the installed build: $reuse_why"
+        echo "test.sh: building and installing $REPO with the extras $EXTRAS"
+        "$PY" -m pip install --quiet "${REPO}[$EXTRAS]"
+    fi
+fi
+rm -f "$REQS"
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

@@ -25,10 +25,13 @@ SAME_PYTHON = {
     # decode with the kernels that test_spark_plan.py and the record tests check on both
     # backends, and what these tests decide is Spark's planning, retries and sinks.
     "spark": "Spark end to end",
+    # docs/one-machine.rst's steps: S3, a standalone cluster, Connect, the CLI
+    "test_docs_recipes.py": "Spark end to end",
     # the storage seam (fsspec, moto's S3, injected faults): ranged reads and retries
     "test_storage.py": "object storage",
     "test_storage_faults.py": "object storage",
     "test_write_refusals.py": "object storage",
+    "test_storage_endpoints.py": "object storage",
     # the command line end to end: argument parsing, output format, exit codes, a real
     # process; what it prints comes from modules tested on both backends (the dump-log
     # output byte for byte in test_dump*.py, which stay)

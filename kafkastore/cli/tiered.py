@@ -15,7 +15,10 @@ reader that takes a command with ``--tiered``):
     ones (offsets, bytes, chunks, transforms, segment id; the offsets a segment serves
     when the next one cuts it), dropped ones with the reason (unfinished upload,
     duplicate, shadowed, empty, an unreadable manifest) and the gaps. ``--json`` adds
-    ``topic_id``, ``layout``, ``uploads`` and ``gaps`` to each partition's object.
+    ``topic_id``, ``layout``, ``uploads``, ``gaps`` and ``needs_key`` to each
+    partition's object. An encrypted partition without its key is not resolved: its
+    uploads are ``listed`` from the manifests, a note on stderr names the key ids and
+    ``--key-ring``, exit code 0.
 ``consume``
     The served segments' records, as for a log directory (a gap is said on stderr).
 ``dump-log``
@@ -35,7 +38,8 @@ reader that takes a command with ``--tiered``):
 ``kafkastore tiered export COPY DEST`` restores partitions to ordinary partition
 directories (:mod:`kafkastore.tiered.export`); ``kafkastore tiered upload PARTITION_DIR
 DEST`` writes a copy of a partition's rolled segments
-(:func:`kafkastore.tiered.upload.upload_partition`).
+(:func:`kafkastore.tiered.upload.upload_partition`; those the copy holds complete are
+skipped unless ``--force``); ``kafkastore tiered keygen FILE`` makes an RSA key.
 
 Errors: as :mod:`kafkastore.cli.uri` (a missing copy is ``<uri>: no such tiered copy``,
 exit code 2; the store's failures one line each). Thread-safety: one thread.
@@ -46,6 +50,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 
 from kafkastore.cli.shared import (
@@ -65,7 +70,7 @@ from kafkastore.cli.shared import (
     storage_option,
     tiered_options,
 )
-from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
+from kafkastore.errors import KafkaStoreError, MissingKeyError, StorageFileNotFoundError
 from kafkastore.partition_metadata import TOPIC_ID_FORMAT, check_topic_id
 
 __all__ = ["register", "check_flags", "run", "open_copy", "describe_tiered",
@@ -211,30 +216,83 @@ def describe_tiered(args: argparse.Namespace) -> int:
 
         rows = []
         for tp in parts:
-            files = [i for i in ts.list_dir(_dir(tp)) if not i.is_dir]
-            segments = sorted((log_file_offset(i.name), i.size, i.path) for i in files
-                              if log_file_offset(i.name) is not None)
-            uploads = _uploads(copy, given, tp)
-            remote = sum(i.size for seg in copy.uploads(tp) for i in seg.objects.files.values())
-            row = describe_row(args, tp, segments, remote, policies, scan,
-                               copy.topic_id(tp.topic))
-            row.update({"layout": copy.layout,
-                        "uploads": uploads,
-                        "gaps": [list(g) for g in copy.resolution(tp).gaps]})
+            try:
+                files = [i for i in ts.list_dir(_dir(tp)) if not i.is_dir]
+                segments = sorted((log_file_offset(i.name), i.size, i.path) for i in files
+                                  if log_file_offset(i.name) is not None)
+                uploads = _uploads(copy, given, tp)
+                remote = sum(i.size for seg in copy.uploads(tp)
+                             for i in seg.objects.files.values())
+                row = describe_row(args, tp, segments, remote, policies, scan,
+                                   copy.topic_id(tp.topic))
+                row.update({"uploads": uploads, "needs_key": [],
+                            "gaps": [list(g) for g in copy.resolution(tp).gaps]})
+            except MissingKeyError:
+                row = _listed_row(copy, given, tp, policies)
+            row.update({"layout": copy.layout})
             rows.append(row)
     print_describe(args, rows, note)
+    for row in rows:
+        if row["needs_key"]:
+            ids = ", ".join(repr(k) for k in row["needs_key"])
+            print(f"kafkastore describe: {row['topic']}-{row['partition']}: encrypted with "
+                  f"RSA key {ids}, which no --key-ring given holds: uploads listed from their "
+                  "manifests only (offsets, sizes, chunks); which of them serve, the "
+                  "gaps, the records and timestamps need the key: give --key-ring "
+                  "ID=KEY.pem", file=sys.stderr)
     if not args.json:
         for row in rows:
             _print_uploads(row)
     return EXIT_OK
 
 
+def _listed_row(copy, given: str, tp, policies) -> dict:
+    """``describe``'s row of a partition that cannot be resolved without a key (its
+    batches are encrypted): what the listing and the manifests tell, every complete
+    upload ``listed`` (not served or dropped: deciding that reads batches), offsets from
+    the manifests' ``remoteLogSegmentMetadata``, the keys it needs in ``needs_key``."""
+    from kafkastore.tiered.resolve import UNFINISHED
+
+    listed = copy.listed_uploads(tp)
+    ring = copy.tiered_storage.key_ring
+    uploads = []
+    for seg in listed:
+        if not seg.complete:
+            uploads.append(_upload(copy, given, tp, seg, "dropped", UNFINISHED,
+                                   "missing " + ", ".join(seg.objects.missing)))
+        else:
+            uploads.append(_upload(copy, given, tp, seg, "listed"))
+    complete = [seg for seg in listed if seg.complete]
+    ends = [seg.end_offset + 1 for seg in complete if seg.end_offset is not None]
+    start = min((seg.start_offset for seg in complete), default=0)
+    policy, source = policies[tp.topic]
+    return {"topic": tp.topic, "partition": tp.partition,
+            "topic_id": copy.topic_id(tp.topic), "segments": len(complete),
+            "log_start_offset": start, "log_end_offset": max(ends, default=start),
+            "log_bytes": sum(seg.size for seg in complete),
+            "bytes_on_disk": sum(i.size for seg in listed
+                                 for i in seg.objects.files.values()),
+            "max_timestamp": None, "invalid_tail_bytes": None,
+            "cleanup_policy": policy, "cleanup_policy_source": source,
+            "gaps": None, "uploads": uploads,
+            "needs_key": sorted({seg.manifest.encryption.key_id for seg in complete
+                                 if seg.manifest is not None
+                                 and seg.manifest.encryption is not None
+                                 and seg.manifest.encryption.key_id not in (ring or ())})}
+
+
 def _print_uploads(row: dict) -> None:
     served = sum(u["status"] == "served" for u in row["uploads"])
-    gaps = row["gaps"]
+    gaps = row["gaps"] or []
+    if row["needs_key"]:
+        listed = sum(u["status"] == "listed" for u in row["uploads"])
+        summary = (f"{listed} listed, {len(row['uploads']) - listed} dropped (not "
+                   f"resolved: needs --key-ring for key {', '.join(row['needs_key'])})")
+    else:
+        summary = (f"{served} served, {len(row['uploads']) - served} dropped, "
+                   + (f"{len(gaps)} gap(s)" if gaps else "no gaps"))
     print(f"\n{row['topic']}-{row['partition']}: topic id {row['topic_id']}, {row['layout']} "
-          f"layout, {served} served, {len(row['uploads']) - served} dropped, "
-          + (f"{len(gaps)} gap(s)" if gaps else "no gaps"))
+          f"layout, {summary}")
     print(f"  {'status':8} {'start':>12} {'end':>12} {'bytes':>12} {'chunks':>7}  "
           f"{'transforms':20} segment id")
     lines = []
@@ -551,24 +609,70 @@ def _cmd_upload(args: argparse.Namespace) -> int:
     source_options = options if split_uri(args.partition_dir)[0] else None
     done = upload_partition(args.partition_dir, args.dest, options=UploadOptions(**kwargs),
                             storage_options=options, base_offsets=bases,
-                            topic_id=args.topic_id, source_storage_options=source_options)
+                            topic_id=args.topic_id, source_storage_options=source_options,
+                            force=args.force)
     for seg in done:
         k = seg.key
+        what = "already in the copy, skipped" if seg.skipped else \
+            f"{len(seg.objects)} objects, {seg.bytes} bytes"
         print(f"{k.topic}-{k.partition}: {k.start_offset:020d}-{k.segment_id}: offsets "
-              f"{k.start_offset}..{seg.end_offset}, {len(seg.objects)} objects, "
-              f"{seg.bytes} bytes")
-    print(f"uploaded {len(done)} segment(s) to {args.dest}")
+              f"{k.start_offset}..{seg.end_offset}, {what}")
+    skipped = sum(seg.skipped for seg in done)
+    print(f"uploaded {len(done) - skipped} segment(s) to {args.dest}"
+          + (f", skipped {skipped} the copy already holds complete (--force uploads them "
+             "again)" if skipped else ""))
+    return EXIT_OK
+
+
+#: The largest key ``tiered keygen`` makes (generation time grows with the cube of it).
+_MAX_KEYGEN_BITS = 16384
+
+
+def _exists(path: str) -> UsageError:
+    return UsageError(f"{path} exists: not overwritten (remove it, or name another file)")
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """``data`` to a new file readable by its owner only (0600); an existing file is a
+    usage error, never overwritten (a key lost is every copy it encrypted lost)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise _exists(path) from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create it: {exc.strerror}") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from kafkastore.tiered.crypto import RECOMMENDED_KEY_BITS, KeyRing
+
+    if not RECOMMENDED_KEY_BITS <= args.bits <= _MAX_KEYGEN_BITS:
+        raise UsageError(f"--bits must be in [{RECOMMENDED_KEY_BITS}, {_MAX_KEYGEN_BITS}], "
+                         f"not {args.bits}")
+    for path in filter(None, (args.file, args.public_key)):
+        if os.path.lexists(path):   # before the key is made: both files or neither
+            raise _exists(path)
+    ring, pem = KeyRing.generate("new", args.bits)
+    _write_new(args.file, pem)
+    print(f"wrote a {args.bits}-bit RSA private key (PKCS#8 PEM, mode 0600) to {args.file}")
+    if args.public_key:
+        _write_new(args.public_key, ring.public_key_pem("new"))
+        print(f"wrote its public key (X.509 PEM) to {args.public_key}")
+    print(f"use it as --key-ring ID={args.file} (ID: any name without ':'; the manifests "
+          "record it)")
     return EXIT_OK
 
 
 def _add_commands(cli: CommandLine) -> None:
-    """``kafkastore tiered export`` and ``kafkastore tiered upload``."""
+    """``kafkastore tiered export``, ``upload`` and ``keygen``."""
     import textwrap
 
     fmt = argparse.RawDescriptionHelpFormatter   # the examples keep their lines
     tiered = cli.sub.add_parser(
         "tiered", help="tiered-storage (KIP-405) copies: export one to partition "
-        "directories, upload a partition's segments as one",
+        "directories, upload a partition's segments as one, make a key",
         description="Tiered-storage copies. describe, consume, dump-log and verify read "
         "them with --tiered.")
     tsub = tiered.add_subparsers(dest="tiered_command", required=True)
@@ -615,6 +719,26 @@ def _add_commands(cli: CommandLine) -> None:
                    "URL-safe base64 without padding, as kafka-topics --describe or "
                    "kafkastore describe show it (default: the directory's "
                    "partition.metadata, which kafkastore produce writes)")
+    p.add_argument("--force", action="store_true",
+                   help="upload every segment again, even those the copy already holds "
+                   "complete (same offsets and sizes by their manifest), which are "
+                   "skipped by default")
     tiered_options(p, flag=False, writing=True)
     storage_option(p)
     p.set_defaults(func=_cmd_upload)
+    p = tsub.add_parser(
+        "keygen", help="make an RSA key pair for encrypted tiered copies",
+        description=textwrap.fill(
+            "Write a new RSA private key as an unencrypted PKCS#8 PEM file (mode 0600), "
+            "the form --key-ring and Aiven's plugin read; never overwrites a file. "
+            "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 makes the same "
+            "kind of file."),
+        epilog="example:\n  kafkastore tiered keygen k1.pem --public-key k1.pub.pem\n"
+        "  kafkastore tiered upload ./logs/orders-0 s3://bucket/tiered --key-ring "
+        "k1=k1.pem", formatter_class=fmt)
+    p.add_argument("file", help="the private key file to create")
+    p.add_argument("--bits", type=int, default=2048,
+                   help="the modulus size (default 2048, at least 2048)")
+    p.add_argument("--public-key", help="also write the public key (X.509 PEM) here: "
+                   "the plugin's public.key.file")
+    p.set_defaults(func=_cmd_keygen)

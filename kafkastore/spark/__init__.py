@@ -43,12 +43,85 @@ def register(spark: Any) -> None:
     kafkastore is refused with a :class:`~kafkastore.errors.ConfigError` that names
     it and says how to choose another (see ``docs/cluster.rst``). Spark Connect
     sessions are left to the server.
+
+    Where Spark already has the format (the ``pyspark_kafkastore`` module, found in
+    that same Python, or an earlier call) it is not registered again: Spark would log
+    that a statically registered data source was replaced. A write in another mode than
+    ``append`` is refused with a :class:`~kafkastore.errors.ConfigError` that says to
+    write with ``mode("append")``, instead of Spark's hint at "Append or Overwrite".
     """
     from kafkastore.spark.source import KafkaStoreDataSource
 
     _choose_python(spark)
-    spark.dataSource.register(KafkaStoreDataSource)
+    if not _registered(spark):
+        spark.dataSource.register(KafkaStoreDataSource)
     spark.conf.set(PUSHDOWN_CONF, "true")
+    _refuse_other_save_modes(type(spark.range(0).write))
+
+
+def _registered(spark: Any, python: str | None = None) -> bool:
+    """Whether ``spark`` has the ``kafkastore`` format already, to run in ``python``
+    (default: the session's). Spark registers it statically when its lookup finds
+    ``pyspark_kafkastore`` (``DataSourceManager.dataSourceExists``), with the Python of
+    that lookup, which may not be the one :func:`_choose_python` chose."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        if not manager.dataSourceExists("kafkastore"):
+            return False
+        found = manager.lookupDataSource("kafkastore").dataSourceCls().pythonExec()
+        return found == (python or spark.sparkContext.pythonExec)
+    except Exception:   # a Connect session, or a Spark without these: register
+        return False
+
+
+def _refused_mode(exc: BaseException) -> str | None:
+    """The save mode ``exc`` refused a kafkastore write for, else None: Spark's own
+    refusal of ErrorIfExists and Ignore before the source is asked
+    (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``), or the source's refusal of Overwrite."""
+    from kafkastore.spark.options import APPEND_ONLY
+
+    condition = getattr(exc, "getCondition", None)
+    try:
+        condition = condition() if condition else None
+        params = exc.getMessageParameters() or {}
+    except Exception:
+        return None
+    if condition == "UNSUPPORTED_DATA_SOURCE_SAVE_MODE":
+        if params.get("source", "").strip('"`').lower() == "kafkastore":
+            return params.get("createMode", "").strip('"`') or "ErrorIfExists"
+    elif condition == "PYTHON_DATA_SOURCE_ERROR" and APPEND_ONLY in str(exc):
+        return "Overwrite"
+    return None
+
+
+def _refuse_other_save_modes(writer_class: type) -> None:
+    """Make ``writer_class.save`` raise kafkastore's ConfigError for a refused save
+    mode. Spark refuses ErrorIfExists (the default) and Ignore for a Python data source
+    before the source sees the write, with a hint at Overwrite, which the source then
+    refuses too; ``mode("append")`` is the one that works. Other errors pass as they
+    are. Installed once per class."""
+    import functools
+
+    from kafkastore.errors import ConfigError
+    from kafkastore.spark.options import APPEND_ONLY
+
+    save = writer_class.save
+    if getattr(save, "_kafkastore_modes", False):
+        return
+
+    @functools.wraps(save)
+    def checked_save(self, *args, **kwargs):
+        try:
+            return save(self, *args, **kwargs)
+        except Exception as exc:
+            mode = _refused_mode(exc)
+            if mode is None:
+                raise
+            raise ConfigError(f"{APPEND_ONLY} (this write's mode: {mode})",
+                              key="mode", value=mode) from exc
+
+    checked_save._kafkastore_modes = True
+    writer_class.save = checked_save
 
 
 def _choose_python(spark: Any) -> None:
@@ -80,22 +153,34 @@ def _check_python(exec_: str, *, configured: bool) -> None:
         return   # a path valid only on the executors (a shipped archive): not checkable
     if os.path.abspath(path) == os.path.abspath(sys.executable):
         return   # this very Python (not merely the same binary: venvs share theirs)
-    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('kafkastore') is None)"
+    # import kafkastore.spark itself: find_spec("kafkastore") is satisfied by any
+    # directory named kafkastore in the working directory (a clone, seen from its
+    # parent), a namespace package without the library
+    probe = ("import sys, kafkastore.spark; "
+             "sys.exit(getattr(kafkastore.spark, '__file__', None) is None)")
     try:
-        found = subprocess.run([path, "-c", probe], capture_output=True, timeout=60,
-                               check=False).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        found = False
-    if found:
-        return
+        done = subprocess.run([path, "-c", probe], capture_output=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        why = str(exc)
+    else:
+        if done.returncode == 0:
+            return
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        why = lines[-1] if lines else f"exit status {done.returncode}"
     source = ("spark.pyspark.python" if configured else
               "PYSPARK_PYTHON when the SparkContext started" if os.environ.get(
                   "PYSPARK_PYTHON") else
               "pyspark's default, as PYSPARK_PYTHON was not set when the SparkContext "
               "started")
+    here = os.path.join(os.getcwd(), "kafkastore")
+    if os.path.isdir(here) and not os.path.exists(os.path.join(here, "__init__.py")):
+        why += (f"; the directory {here} is not an installation (a clone's root, or any "
+                f"directory of that name, is only a namespace package)")
     raise ConfigError(
         f"kafkastore is not installed in the Python that Spark would run the kafkastore "
-        f"source in: {exec_} ({path}; {source}). Install kafkastore there, or choose a "
+        f"source in: {exec_} ({path}; {source}; import kafkastore.spark: {why}). "
+        f"Install kafkastore there, or choose a "
         f"Python that has it: export PYSPARK_PYTHON={sys.executable} before starting "
         f"the driver, or set spark.pyspark.python (on a cluster: a Python with "
         f"kafkastore on every node, or a packed environment through spark.archives; "

@@ -16,6 +16,7 @@ copy read under, or instead of, the log directory: :class:`TieredOptions`).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,12 @@ __all__ = [
 #: Spark-Kafka's special offsets in JSON: -2 earliest, -1 latest.
 EARLIEST = -2
 LATEST = -1
+
+#: Why a write in another mode than append is refused (Spark's Kafka sink refuses
+#: Overwrite and Ignore: ``KafkaSourceProvider.createRelation``; its default,
+#: ErrorIfExists, Spark refuses for any Python data source before the source is asked).
+APPEND_ONLY = ('Kafka logs are append-only: write with mode("append") (Spark\'s Kafka sink '
+               'refuses Overwrite too)')
 
 _STRATEGIES = ("subscribe", "subscribepattern", "assign")
 
@@ -235,6 +242,19 @@ class TieredOptions:
 _TIERED_LAYOUTS = ("aiven", "local")
 
 
+def _absolute(uri: str) -> str:
+    """``uri`` with a relative local path made absolute, here: the driver parses the
+    options when it plans, and the tasks run in executors whose working directories are
+    others (a Spark worker's work directory), where a relative path names another
+    directory or none. URIs and absolute paths are returned as given."""
+    from kafkastore.storage import split_uri
+
+    scheme, text = split_uri(uri)
+    if not text or scheme or os.path.isabs(text):
+        return uri
+    return os.path.abspath(text)
+
+
 def _store_kind(uri: str) -> str:
     from kafkastore.storage import split_uri
 
@@ -247,7 +267,7 @@ def _tiered_options(opts: dict[str, str], path: str | None,
                     storage: tuple[tuple[str, str], ...]) -> TieredOptions | None:
     """The ``tieredStorage*`` options (None without ``tieredStorage``); sub-options
     without it are refused, as are an unknown layout and unknown storage names."""
-    uri = opts.get("tieredstorage", "").strip()
+    uri = _absolute(opts.get("tieredstorage", "").strip())
     subs = sorted(k for k in opts if k.startswith("tieredstorage."))
     if not uri:
         if subs:
@@ -305,7 +325,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     above ``maxOffsetsPerTrigger``.
     """
     opts = _opts(options)
-    path = opts.get("path") or ""
+    path = _absolute(opts.get("path") or "")
     if not path and not opts.get("tieredstorage", "").strip():
         raise ConfigError("The kafkastore source needs the log directory: "
                           "spark.read.format('kafkastore').option('subscribe', ...)"
@@ -468,7 +488,7 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
     # refused here, on the driver when Spark plans the write: before any task runs and
     # before any directory is made (never a local directory named "s3:/bucket/...")
     from kafkastore.storage import require_local_path
-    path = require_local_path(path, "The kafkastore Spark sink")
+    path = os.path.abspath(require_local_path(path, "The kafkastore Spark sink"))
     topic = opts.get("topic")
     if topic is not None:
         from kafkastore.topic import validate_topic

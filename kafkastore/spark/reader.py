@@ -16,6 +16,7 @@ over those buffers.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -89,7 +90,8 @@ def arrow_schema(names: Sequence[str]):
 
 def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
                offset_in: frozenset | None = None, batch_rows: int = 65536,
-               chunk_size: int = _CHUNK, storage=None, tiered_storage=None) -> Iterator:
+               chunk_size: int = _CHUNK, storage=None, tiered_storage=None,
+               planned_on: str | None = None) -> Iterator:
     """Yield the records of ``split`` as Arrow batches with the columns ``names``.
 
     ``ts_min`` skips whole batches whose max timestamp is below it (a pushed
@@ -101,6 +103,8 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
     naming the file and position. ``storage`` serves the slices' paths (default: the
     local file system), ``tiered_storage`` those of the tiered slices (the virtual log
     directory of a tiered copy, :class:`kafkastore.tiered.tiered_storage.TieredStorage`).
+    ``planned_on`` is the host that listed the slices (None: this one); a local segment
+    missing on another host is reported as a path not shared, not as a deletion.
     """
     if storage is None:
         from kafkastore.storage import LocalStorage
@@ -119,7 +123,7 @@ def read_split(split: Split, names: Sequence[str], *, ts_min: int | None = None,
                                   f"was given no tiered storage to read it from")
         store = tiered_storage if sl.tiered else storage
         for cols, i0, i1 in _slice_columns(store, sl, headers, ts_min, chunk_size,
-                                           txn_filter):
+                                           txn_filter, planned_on):
             keep = None if wanted is None else np.isin(cols["offset"][i0:i1], wanted)
             aborted = cols.pop("_aborted", None)
             if aborted is not None:
@@ -167,8 +171,18 @@ def _verified_start(reader, sl: SegmentSlice) -> tuple[int, int]:
     return 0, _UNKNOWN
 
 
-def _gone(storage, sl: SegmentSlice) -> StorageFileNotFoundError:
+def _gone(storage, sl: SegmentSlice, planned_on: str | None) -> StorageFileNotFoundError:
     uri = storage.uri(sl.path)
+    here = socket.gethostname()
+    if getattr(storage, "is_local", False) and planned_on not in (None, here):
+        # the listing that planned the slice saw the file, but on another host: a local
+        # path is only the same directory where a shared mount makes it so
+        return StorageFileNotFoundError(
+            f"Segment {uri} is not there on host {here}; the query was planned on host "
+            f"{planned_on}, whose log directory has it. A local path must name the same "
+            f"directory on every executor (a shared mount at the same path), or read the "
+            f"log directory through a URI every executor can reach.",
+            path=uri, offset=sl.lo)
     return StorageFileNotFoundError(
         f"Segment {uri} was deleted (by retention or the log cleaner) after the query "
         f"was planned; offsets {sl.lo}-{sl.hi} can no longer be read. Run the query "
@@ -176,18 +190,18 @@ def _gone(storage, sl: SegmentSlice) -> StorageFileNotFoundError:
 
 
 def _slice_columns(storage, sl: SegmentSlice, headers: bool, ts_min: int | None,
-                   chunk_size: int, txn_filter=None):
+                   chunk_size: int, txn_filter=None, planned_on: str | None = None):
     """Yield ``(columns, i0, i1)``: decoded chunks of ``sl`` and the rows in ``[lo, hi)``
     (with ``txn_filter``, the columns also hold ``_aborted``: the offset ranges of the
     aborted batches, for :func:`~kafkastore.txn_index.keep_mask`)."""
     try:
         reader = storage.open(sl.path, sl.size if sl.size >= 0 else None)
     except StorageFileNotFoundError:
-        raise _gone(storage, sl) from None
+        raise _gone(storage, sl, planned_on) from None
     try:
         yield from _read_slice(storage, reader, sl, headers, ts_min, chunk_size, txn_filter)
     except StorageFileNotFoundError:
-        raise _gone(storage, sl) from None
+        raise _gone(storage, sl, planned_on) from None
     finally:
         reader.close()
 

@@ -11,6 +11,7 @@ file until a method runs.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 from pyspark.sql.datasource import (
@@ -40,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
 from kafkastore.errors import ConfigError
 from kafkastore.spark import layout as _layout
 from kafkastore.spark.options import (
+    APPEND_ONLY,
     offsets_json,
     parse_offsets_json,
     parse_read_options,
@@ -131,8 +133,7 @@ class KafkaStoreDataSource(DataSource):
 
 def _refuse_overwrite(overwrite: bool) -> None:
     if overwrite:
-        raise ConfigError("Kafka logs are append-only: write with mode('append') "
-                          "(Spark's Kafka sink refuses Overwrite too)")
+        raise ConfigError(APPEND_ONLY, key="mode", value="Overwrite")
 
 
 class KafkaStorePartition(InputPartition):
@@ -140,13 +141,17 @@ class KafkaStorePartition(InputPartition):
     filters ask of its rows (``ts_min``, ``offset_in``); for a split of a tiered copy,
     the storage its remote slices are read through (``tiered``: what
     :func:`kafkastore.spark.tiered.task_storage` ships, so the task neither lists the
-    copy nor fetches a manifest)."""
+    copy nor fetches a manifest). ``planned_on``: the host whose listing planned it (a
+    local segment missing on another host is a path the executors do not share, not a
+    deleted segment)."""
 
-    def __init__(self, split, ts_min=None, offset_in=None, tiered=None) -> None:
+    def __init__(self, split, ts_min=None, offset_in=None, tiered=None,
+                 planned_on=None) -> None:
         super().__init__(split)
         self.ts_min = ts_min
         self.offset_in = offset_in
         self.tiered = tiered
+        self.planned_on = planned_on
 
 
 def _scan(opts, copy=None) -> dict:
@@ -176,7 +181,8 @@ def _plan(opts, pushdown: Pushdown, starts=None, ends=None, layouts=None) -> lis
         if opts.tiered is not None:
             from kafkastore.spark.tiered import task_storage
             stores = [task_storage(layouts, s) for s in splits]
-        return [KafkaStorePartition(s, pushdown.ts_min, pushdown.offset_in, store)
+        host = socket.gethostname()
+        return [KafkaStorePartition(s, pushdown.ts_min, pushdown.offset_in, store, host)
                 for s, store in zip(splits, stores)]
     finally:
         if own:
@@ -195,7 +201,8 @@ def _read(names, opts, partition) -> Iterator:
         storage, _ = open_storage(opts.path, opts.storage)
     return read_split(split, names, ts_min=partition.ts_min, offset_in=partition.offset_in,
                       batch_rows=opts.batch_rows, storage=storage,
-                      tiered_storage=getattr(partition, "tiered", None))
+                      tiered_storage=getattr(partition, "tiered", None),
+                      planned_on=getattr(partition, "planned_on", None))
 
 
 class KafkaStoreReader(DataSourceReader):

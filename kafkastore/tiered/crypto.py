@@ -51,6 +51,8 @@ __all__ = [
     "TAG_SIZE",
     "DATA_KEY_SIZE",
     "AAD_SIZE",
+    "MIN_KEY_BITS",
+    "RECOMMENDED_KEY_BITS",
     "KeyRing",
     "new_aead",
     "new_data_key_and_aad",
@@ -62,6 +64,17 @@ IV_SIZE = 12
 TAG_SIZE = 16
 DATA_KEY_SIZE = 32
 AAD_SIZE = 32
+#: SHA3-512's digest size: OAEP spends two of them and 2 bytes on its padding.
+_OAEP_HASH_SIZE = 64
+#: The smallest RSA modulus, in bits, that can wrap a data key: OAEP (RFC 8017 7.1.1)
+#: takes at most ``k - 2*hLen - 2`` bytes, so with SHA3-512 a 32-byte key needs a
+#: ``k`` of 2*64 + 2 + 32 = 162 bytes, i.e. a modulus above 161*8 = 1288 bits. A smaller
+#: key can neither wrap a data key nor have wrapped one (no copy can need it), so the key
+#: ring refuses it when it loads it. New keys should be :data:`RECOMMENDED_KEY_BITS`.
+MIN_KEY_BITS = 8 * (2 * _OAEP_HASH_SIZE + 2 + DATA_KEY_SIZE - 1) + 1
+#: The size ``tiered keygen`` makes at least (NIST SP 800-57 part 1: 2048-bit RSA for
+#: 112-bit security, the floor for new keys).
+RECOMMENDED_KEY_BITS = 2048
 
 
 # -- AES-GCM chunks ----------------------------------------------------------------------
@@ -73,9 +86,15 @@ def new_data_key_and_aad() -> tuple[bytes, bytes]:
     return secrets.token_bytes(DATA_KEY_SIZE), secrets.token_bytes(AAD_SIZE)
 
 
+#: What the tiered extra brings (pyproject.toml), by the name pip installs it under.
+_TIERED_EXTRA = {"pycryptodome": "pycryptodome>=3.19.1", "cryptography": "cryptography>=42"}
+
+
 def _need(library: str) -> ConfigError:
-    return ConfigError(f"Encrypted tiered copies need {library}: "
-                       f"pip install 'kafkastore[tiered]'")
+    # no package index has kafkastore yet: name what works today (issue 28)
+    return ConfigError(f"Encrypted tiered copies need {library}, which the tiered extra "
+                       f"brings: pip install '{_TIERED_EXTRA[library]}', or in a clone of "
+                       f"kafkastore pip install '.[tiered]'")
 
 
 @functools.cache
@@ -183,6 +202,15 @@ def _private_key(key_id: str, pem: bytes):
     if not key.has_private():
         raise ConfigError(f"The key {key_id!r} is a public key: the key ring needs the "
                           f"private key", key=key_id)
+    bits = key.size_in_bits()
+    if bits < MIN_KEY_BITS:
+        # checked here, not when the first segment is wrapped mid-upload: OAEP over
+        # SHA3-512 cannot fit a data key under it (MIN_KEY_BITS)
+        raise ConfigError(f"The RSA key {key_id!r} is {bits} bits: OAEP with SHA3-512 "
+                          f"wraps a {DATA_KEY_SIZE}-byte data key only under a key of at "
+                          f"least {MIN_KEY_BITS} bits; make one of "
+                          f"{RECOMMENDED_KEY_BITS} bits or more (kafkastore tiered keygen)",
+                          key=key_id, value=bits)
     return key
 
 
@@ -232,7 +260,7 @@ class KeyRing:
         return cls(keys, active_key_id=active)
 
     @staticmethod
-    def generate(key_id: str, bits: int = 2048) -> tuple[KeyRing, bytes]:
+    def generate(key_id: str, bits: int = RECOMMENDED_KEY_BITS) -> tuple[KeyRing, bytes]:
         """A new RSA key pair (tests, the CLI): the ring holding it and its PKCS#8 PEM."""
         key = _pycryptodome().RSA.generate(bits, e=65537)
         pem = key.export_key(format="PEM", pkcs=8) + b"\n"   # a file's last line ends

@@ -221,13 +221,22 @@ class TieredStorage(ReadOnlyStorage):
             out.append(seg)
         return out
 
+    def listed(self, part: _Partition) -> list[RemoteSegment]:
+        """The partition's uploads with their manifests, not resolved: what is known
+        without reading a segment (so without a key ring). Fetched once."""
+        if part.segments is None:
+            with self._lock:
+                if part.segments is None:
+                    part.segments = self._segments_of(part)
+        return part.segments
+
     def _build(self, part: _Partition) -> None:
         if part.tp in self._built:
             return
         with self._lock:
             if part.tp in self._built:
                 return
-            part.segments = self._segments_of(part)
+            self.listed(part)
             for seg in part.segments:
                 if seg.complete:
                     self._add_segment_files(self._hidden_dir(part, seg), seg, None)
@@ -527,6 +536,16 @@ class TieredCopy:
     def uploads(self, tp: TopicPartition) -> list[RemoteSegment]:
         """Every upload of the partition, served, dropped or not finished."""
         return list(self.tiered_storage.partition(tp).segments)
+
+    def listed_uploads(self, tp: TopicPartition) -> list[RemoteSegment]:
+        """Every upload of the partition with its manifest, unresolved (their end
+        offsets the manifests' hints): all that can be listed when resolving fails, as
+        it does for an encrypted copy without its key (resolution reads batches)."""
+        ts = self.tiered_storage
+        part = ts._partitions.get(tp)
+        if part is None:
+            raise TieredStorageError(f"{tp} is not in the tiered copy", path=self.uri)
+        return list(ts.listed(part))
 
     def log(self, tp: TopicPartition) -> ReadOnlyLog:
         """The partition's served segments as a :class:`~kafkastore.log_view.ReadOnlyLog`

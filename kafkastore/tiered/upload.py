@@ -54,7 +54,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kafkastore.batch_header import PARTITION_LEADER_EPOCH_OFFSET, read_batch_header
-from kafkastore.errors import ConfigError, KafkaStoreError, TieredStorageError
+from kafkastore.errors import (
+    ConfigError,
+    KafkaStoreError,
+    StorageFileNotFoundError,
+    TieredStorageError,
+)
 from kafkastore.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
     EpochEntry,
@@ -69,17 +74,21 @@ from kafkastore.partition_metadata import (
 )
 from kafkastore.producer_state import snapshot_bytes
 from kafkastore.records import read_batch, scan_batches
+from kafkastore.storage import open_storage
 from kafkastore.tiered.chunk_index import (
     ChunkIndex,
     FixedSizeChunkIndex,
     VariableSizeChunkIndex,
 )
 from kafkastore.tiered.crypto import IV_SIZE, TAG_SIZE, KeyRing, new_data_key_and_aad
+from kafkastore.tiered.listing import SegmentObjects, list_copy
+from kafkastore.tiered.listing import _rel as _relative
 from kafkastore.tiered.manifest import (
     INDEX_TYPES,
     EncryptionMetadata,
     SegmentIndex,
     SegmentManifest,
+    parse_manifest,
     remote_log_segment_metadata,
 )
 from kafkastore.tiered.object_keys import (
@@ -89,6 +98,7 @@ from kafkastore.tiered.object_keys import (
     new_segment_id,
 )
 from kafkastore.tiered.object_sink import ObjectSink, open_sink
+from kafkastore.tiered.tiered_storage import MANIFEST_LIMIT
 from kafkastore.tiered.transform import ChunkTransform
 
 __all__ = ["UploadOptions", "UploadedSegment", "upload_partition", "MAX_CHUNK_SIZE",
@@ -136,12 +146,15 @@ class UploadOptions:
 @dataclass(frozen=True)
 class UploadedSegment:
     """One uploaded segment: its key, end offset, object paths (relative to the
-    destination, in upload order) and the bytes written."""
+    destination, in upload order) and the bytes written. ``skipped``: the copy already
+    held it complete (:func:`upload_partition`), so nothing was written; ``key`` and
+    ``objects`` are then the upload already there."""
 
     key: RemoteSegmentKey
     end_offset: int
     objects: list[str] = field(default_factory=list)
     bytes: int = 0
+    skipped: bool = False
 
 
 def requires_compression(log_bytes: bytes, options: UploadOptions) -> bool:
@@ -304,6 +317,51 @@ def _segments_to_upload(part: _Partition, base_offsets: Sequence[int] | None
     return out
 
 
+# -- what the destination already holds ---------------------------------------------------
+
+
+def _existing_uploads(dest_uri: str, storage_options, options: UploadOptions,
+                      part: _Partition) -> list[SegmentObjects]:
+    """The complete uploads of the partition (same topic id) already at the destination
+    (none when the destination does not exist yet)."""
+    storage, root = open_storage(dest_uri, storage_options)
+    try:
+        _layout, groups = list_copy(storage, root, layout=options.layout,
+                                    key_prefix=options.key_prefix)
+    except StorageFileNotFoundError:
+        return []
+    return [objs for objs in groups.get((part.topic, part.partition), [])
+            if objs.key.topic_id == part.topic_id and objs.complete]
+
+
+def _holds_segment(storage, objs: SegmentObjects, seg: SegmentRef, nxt: int) -> bool:
+    """Whether ``objs`` is a complete upload of ``seg`` (the segment ending before
+    ``nxt``): every object present and, by the manifest (Aiven), the same start and end
+    offsets and ``.log`` size, the ``.log`` object as long as its chunk index says and
+    the ``.indexes`` object as long as the manifest places the indexes in it;
+    LocalTieredStorage: the ``.log`` file the same size. The manifest holds no checksum
+    (the plugin writes none), so offsets and sizes are what can be compared without
+    fetching the segment back; a rolled segment's batches do not change, so the same
+    offsets in the same number of bytes are the same segment. Its indexes are not
+    compared: they are derived from the batches, and recovery rebuilds them at the
+    configured ``index.interval.bytes``, so the same segment's can differ in size."""
+    files = objs.files
+    if objs.layout != "aiven":
+        return files[".log"].size == seg.size
+    try:
+        data = storage.read_file(files["rsm-manifest"].path, limit=MANIFEST_LIMIT)
+        manifest = parse_manifest(data, path=storage.uri(files["rsm-manifest"].path))
+    except KafkaStoreError:   # unreadable: not a finished upload to trust
+        return False
+    index = manifest.chunk_index
+    reach = max((ix.position + ix.size for ix in manifest.segment_indexes.values()
+                 if ix is not None), default=0)
+    return (manifest.start_offset_hint(), manifest.end_offset_hint()) == \
+        (seg.base_offset, nxt - 1) and index.original_file_size == seg.size \
+        and files["log"].size == index.transformed_file_size \
+        and files["indexes"].size == reach
+
+
 class _Writer:
     """Writes one segment's objects, remembering them to remove them on failure."""
 
@@ -391,7 +449,8 @@ def upload_partition(partition_dir: str, dest_uri: str, *,
                      topic_id: str | None = None,
                      segment_id: Callable[[int], str] | None = None,
                      write_manifest: bool = True,
-                     source_storage_options=None) -> list[UploadedSegment]:
+                     source_storage_options=None,
+                     force: bool = False) -> list[UploadedSegment]:
     """Upload segments of ``partition_dir`` (a ``<topic>-<partition>`` directory, any
     URI the read seam serves) to ``dest_uri`` (a local directory or an object store
     prefix; the Aiven key prefix goes after it).
@@ -403,13 +462,33 @@ def upload_partition(partition_dir: str, dest_uri: str, *,
     retried uploads). ``storage_options`` are the destination's (as
     :func:`kafkastore.storage.open_storage` takes them), ``source_storage_options`` the
     source directory's.
-    Returns the uploaded segments in order.
+
+    A segment the destination already holds complete (:func:`_holds_segment`: same
+    offsets, same sizes by its manifest) is not uploaded again, so a run that failed
+    part way is finished by running it again; ``force`` uploads every segment anew
+    (under a new segment id: readers keep one of the duplicates). Kafka itself never
+    re-copies a segment whose COPY_SEGMENT_FINISHED it recorded
+    (``RemoteLogManager.copyLogSegmentsToRemote`` starts after the highest offset
+    copied); without ``__remote_log_metadata`` the objects are what tells.
+    Returns the segments in order, uploaded or ``skipped``.
     """
     part = _Partition(partition_dir, source_storage_options, topic_id)
     sink, root = open_sink(dest_uri, storage_options)
     out = []
     try:
-        for seg, nxt in _segments_to_upload(part, base_offsets):
+        todo = _segments_to_upload(part, base_offsets)
+        existing = [] if force or not todo else \
+            _existing_uploads(dest_uri, storage_options, options, part)
+        if existing:
+            storage = open_storage(dest_uri, storage_options)[0]
+        for seg, nxt in todo:
+            held = next((objs for objs in existing if objs.key.start_offset ==
+                         seg.base_offset and _holds_segment(storage, objs, seg, nxt)),
+                        None)
+            if held is not None:
+                out.append(UploadedSegment(held.key, nxt - 1, sorted(
+                    _relative(root, i.path) for i in held.files.values()), 0, skipped=True))
+                continue
             sid = segment_id(seg.base_offset) if segment_id else new_segment_id()
             key = RemoteSegmentKey(part.topic, part.topic_id, part.partition,
                                    seg.base_offset, sid)
