@@ -60,7 +60,10 @@ from kafkastore.log_append import (
 from kafkastore.log_dir import PartitionDirLock
 from kafkastore.partition_metadata import (
     check_topic_id,
+    random_uuid,
     read_topic_id,
+    sibling_topic_id,
+    topic_partition_of,
     write_topic_id,
 )
 from kafkastore.producer_state import (
@@ -76,7 +79,7 @@ from kafkastore.records import (
     encode_v2,
     scan_batches,
 )
-from kafkastore.segment import LogSegment, TimestampAndOffset
+from kafkastore.segment import LOG_FILE_SUFFIX, LogSegment, TimestampAndOffset
 from kafkastore.storage import require_local_path
 from kafkastore.txn_index import (
     READ_COMMITTED,
@@ -142,6 +145,27 @@ def _storage_op(what: str):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _is_new_partition(path: str) -> bool:
+    """Whether ``path`` is a partition being created: no directory yet, or one without a
+    segment file (Kafka's LocalLog always keeps one, so an existing log has a ``.log``)."""
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return True
+    return not any(name.endswith(LOG_FILE_SUFFIX) for name in names)
+
+
+def _topic_id_for_new_partition(path: str) -> str | None:
+    """The topic id a new partition directory gets: its topic's, from the sibling
+    partitions in the same log directory, else a new one (a topic id is the topic's,
+    kept across its partitions: Kafka's controller draws one with ``Uuid.randomUuid``
+    when the topic is created and UnifiedLog.initializeTopicId writes it in each
+    partition). None for a directory not named ``<topic>-<partition>``: no topic."""
+    if topic_partition_of(path) is None:
+        return None
+    return sibling_topic_id(path) or random_uuid()
 
 
 _SPECIAL_TIMESTAMPS = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP,
@@ -231,7 +255,12 @@ class Log:
 
         ``topic_id`` (a Uuid string) is checked against the directory's
         ``partition.metadata`` (:class:`~kafkastore.errors.InconsistentTopicIdError` if it
-        differs) or written there if the directory has none.
+        differs) or written there if the directory has none. A new partition (a
+        ``<topic>-<partition>`` directory without a segment yet) gets one without it, as
+        Kafka (2.8+) writes ``partition.metadata`` in every partition it creates: the id
+        the topic's other partitions in the same log directory carry, else a new random
+        one. An existing partition without the file is left as it is (its topic id is
+        None).
 
         ``producer_id_expiration_ms`` is Kafka's ``producer.id.expiration.ms`` (a broker
         setting): how long an idle producer's state is kept (see
@@ -244,6 +273,7 @@ class Log:
             config = LogConfig()
         elif isinstance(config, dict):
             config = LogConfig.from_dict(config)
+        fresh = _is_new_partition(path)
         _fileio.makedirs(path)
         # one writer per directory: a second Log would hand out the same offsets
         lock = PartitionDirLock(path)
@@ -259,6 +289,8 @@ class Log:
         log._dir_lock = lock
         try:
             log._topic_id = read_topic_id(path)
+            if topic_id is None and fresh and log._topic_id is None:
+                topic_id = _topic_id_for_new_partition(path)
             if topic_id is not None:
                 check_topic_id(topic_id)
                 if log._topic_id is None:

@@ -458,8 +458,14 @@ class LogManager:
             else:
                 log_config = self._topic_config(topic)
             fresh = not os.path.exists(full)
+            # one topic id per topic: a new partition takes the one its topic's other
+            # partitions carry, in whichever log directory (Kafka's LogManager.getOrCreateLog
+            # is given the topic's id); without one Log.open draws a new id
+            topic_id = next((other.topic_id for other_tp, other in self._logs.items()
+                             if other_tp.topic == topic and other.topic_id), None)
             log = Log.open(full, log_config, had_clean_shutdown=True, time_ms=self._time_ms,
-                           producer_id_expiration_ms=self._producer_expiration_ms)
+                           producer_id_expiration_ms=self._producer_expiration_ms,
+                           topic_id=topic_id)
             if fresh:
                 _fileio.fs.fsync_dir(log_dir.path)
             self._logs[tp] = log

@@ -129,10 +129,11 @@ def test_the_one_machine_walkthrough_runs_as_written(walkthrough_env):
         left = _stop(env, groups)
 
     assert f"S3 at http://127.0.0.1:{env['S3_PORT']}" in outputs["1-s3.sh"]
-    # describe on s3://demo/logs: three partitions whose end offsets add up to what
-    # the step produced
-    ends = [int(m.group(1)) for m in
-            re.finditer(r"^orders-\d+\s+\d+\s+0\s+(\d+)\s", outputs["4-data.sh"], re.M)]
+    # describe on s3://demo/logs: three partitions (partition, topic id, segments, start,
+    # end ...) whose end offsets add up to what the step produced
+    ends = [int(m.group(1)) for m in re.finditer(
+        r"^orders-\d+\s+[A-Za-z0-9_-]{22}\s+\d+\s+0\s+(\d+)\s", outputs["4-data.sh"],
+        re.M)]
     assert len(ends) == 3 and sum(ends) == RECORDS, outputs["4-data.sh"]
     read = outputs["5-read.sh"]
     assert f"spark://127.0.0.1:{env['SPARK_MASTER_PORT']}: {RECORDS} records" in read, read

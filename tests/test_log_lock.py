@@ -44,9 +44,11 @@ def test_the_lock_leaves_no_file(tmp_path):
     log = open_log(path)
     log.append([(b"k", b"v", T0)])
     names = sorted(os.listdir(path))
-    # (no lock file; the empty leader-epoch-checkpoint is Kafka's, made by the open)
+    # (no lock file; the empty leader-epoch-checkpoint is Kafka's, made by the open, and
+    # so is the new partition's partition.metadata)
     assert names == ["00000000000000000000.index", "00000000000000000000.log",
-                     "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
+                     "00000000000000000000.timeindex", "leader-epoch-checkpoint",
+                     "partition.metadata"]
     log.close()
 
 

@@ -41,6 +41,7 @@ from kafkastore.cli.shared import (
     storage_option,
 )
 from kafkastore.errors import KafkaStoreError
+from kafkastore.partition_metadata import read_topic_id
 
 __all__ = ["register"]
 
@@ -235,7 +236,8 @@ def _cmd_describe(args: argparse.Namespace, read) -> int:
         on_disk = sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)
                       if os.path.isfile(os.path.join(path, n)))
         rows.append(describe_row(args, tp, segments, on_disk, policies,
-                                 lambda seg: _scan_file(seg, validate=False)))
+                                 lambda seg: _scan_file(seg, validate=False),
+                                 read_topic_id(path)))
     return print_describe(args, rows, note)
 
 

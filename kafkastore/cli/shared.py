@@ -327,9 +327,10 @@ def cleanup_policies(args: argparse.Namespace, topics) -> tuple[dict, str | None
 
 
 def describe_row(args: argparse.Namespace, tp, segments, on_disk: int, policies,
-                 scan) -> dict:
+                 scan, topic_id: str | None) -> dict:
     """One partition's row of ``describe``: ``segments`` are ``(base offset, size,
-    file)`` in offset order, ``scan(file)`` is :func:`scan_log` of one (local or not)."""
+    file)`` in offset order, ``scan(file)`` is :func:`scan_log` of one (local or not),
+    ``topic_id`` its ``partition.metadata``'s (None without the file)."""
     log_bytes = sum(size for _, size, _ in segments)
     end, last_ts, invalid = None, None, 0
     # the newest segments hold the end offset and the latest timestamp: read back
@@ -349,7 +350,8 @@ def describe_row(args: argparse.Namespace, tp, segments, on_disk: int, policies,
     # an empty active segment is named after the log end offset
     end = max(end or 0, segments[-1][0]) if segments else 0
     policy, source = policies[tp.topic]
-    return {"topic": tp.topic, "partition": tp.partition, "segments": len(segments),
+    return {"topic": tp.topic, "partition": tp.partition, "topic_id": topic_id,
+            "segments": len(segments),
             "log_start_offset": start, "log_end_offset": end,
             "log_bytes": log_bytes, "bytes_on_disk": on_disk,
             "max_timestamp": last_ts, "invalid_tail_bytes": invalid,
@@ -364,11 +366,12 @@ def print_describe(args: argparse.Namespace, rows: list[dict], note: str | None)
     if not rows:
         print(f"{args.directory}: no partitions")
     else:
-        print(f"{'partition':28} {'segments':>8} {'start':>12} {'end':>12} "
+        print(f"{'partition':28} {'topic id':22} {'segments':>8} {'start':>12} {'end':>12} "
               f"{'log bytes':>14} {'on disk':>14}  {'max timestamp':>13}  cleanup policy")
         for r in rows:
             ts = "-" if r["max_timestamp"] is None else str(r["max_timestamp"])
-            print(f"{r['topic'] + '-' + str(r['partition']):28} {r['segments']:>8} "
+            print(f"{r['topic'] + '-' + str(r['partition']):28} {r['topic_id'] or '-':22} "
+                  f"{r['segments']:>8} "
                   f"{r['log_start_offset']:>12} {r['log_end_offset']:>12} "
                   f"{r['log_bytes']:>14} {r['bytes_on_disk']:>14}  {ts:>13}  "
                   f"{r['cleanup_policy']} ({r['cleanup_policy_source']})")

@@ -71,6 +71,7 @@ from kafkastore.cli.shared import (
     tiered_options,
 )
 from kafkastore.errors import KafkaStoreError, MissingKeyError, StorageFileNotFoundError
+from kafkastore.partition_metadata import TOPIC_ID_FORMAT, check_topic_id
 
 __all__ = ["register", "check_flags", "run", "open_copy", "describe_tiered",
            "consume_tiered", "verify_tiered", "dump_resolver"]
@@ -222,12 +223,13 @@ def describe_tiered(args: argparse.Namespace) -> int:
                 uploads = _uploads(copy, given, tp)
                 remote = sum(i.size for seg in copy.uploads(tp)
                              for i in seg.objects.files.values())
-                row = describe_row(args, tp, segments, remote, policies, scan)
+                row = describe_row(args, tp, segments, remote, policies, scan,
+                                   copy.topic_id(tp.topic))
                 row.update({"uploads": uploads, "needs_key": [],
                             "gaps": [list(g) for g in copy.resolution(tp).gaps]})
             except MissingKeyError:
                 row = _listed_row(copy, given, tp, policies)
-            row.update({"topic_id": copy.topic_id(tp.topic), "layout": copy.layout})
+            row.update({"layout": copy.layout})
             rows.append(row)
     print_describe(args, rows, note)
     for row in rows:
@@ -264,7 +266,8 @@ def _listed_row(copy, given: str, tp, policies) -> dict:
     ends = [seg.end_offset + 1 for seg in complete if seg.end_offset is not None]
     start = min((seg.start_offset for seg in complete), default=0)
     policy, source = policies[tp.topic]
-    return {"topic": tp.topic, "partition": tp.partition, "segments": len(complete),
+    return {"topic": tp.topic, "partition": tp.partition,
+            "topic_id": copy.topic_id(tp.topic), "segments": len(complete),
             "log_start_offset": start, "log_end_offset": max(ends, default=start),
             "log_bytes": sum(seg.size for seg in complete),
             "bytes_on_disk": sum(i.size for seg in listed
@@ -583,6 +586,12 @@ def _cmd_upload(args: argparse.Namespace) -> int:
         spec = f"{spec};active={args.active_key}"
     if args.chunk_size is not None and args.chunk_size < 1:
         raise UsageError(f"--chunk-size must be at least 1, not {args.chunk_size}")
+    if args.topic_id is not None:
+        try:
+            check_topic_id(args.topic_id)
+        except ValueError:
+            raise UsageError(f"--topic-id {args.topic_id!r} is not a topic id: it is "
+                             f"{TOPIC_ID_FORMAT}") from None
     try:
         bases = None if args.segments is None else \
             [int(s) for s in args.segments.split(",") if s.strip()]
@@ -706,8 +715,10 @@ def _add_commands(cli: CommandLine) -> None:
     p.add_argument("--active-key", help="the key id of --key-ring that encrypts")
     p.add_argument("--segments", help="comma-separated base offsets of the segments to "
                    "upload (default: every rolled segment)")
-    p.add_argument("--topic-id", help="the topic id (default: the directory's "
-                   "partition.metadata)")
+    p.add_argument("--topic-id", help="the topic id, a Kafka Uuid: 22 characters of "
+                   "URL-safe base64 without padding, as kafka-topics --describe or "
+                   "kafkastore describe show it (default: the directory's "
+                   "partition.metadata, which kafkastore produce writes)")
     p.add_argument("--force", action="store_true",
                    help="upload every segment again, even those the copy already holds "
                    "complete (same offsets and sizes by their manifest), which are "

@@ -47,6 +47,7 @@ from kafkastore.cli.shared import (
     scan_problem,
 )
 from kafkastore.errors import KafkaStoreError, StorageFileNotFoundError
+from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME, parse_topic_id
 
 __all__ = ["register", "describe_uri", "consume_uri", "verify_uri"]
 
@@ -155,8 +156,11 @@ def describe_uri(args: argparse.Namespace):
         for tp in parts:
             files, segments = d.files(tp)
             on_disk = sum(i.size for i in files)
+            meta = next((i for i in files if i.name == PARTITION_METADATA_FILENAME), None)
+            topic_id = None if meta is None else parse_topic_id(
+                d.storage.read_file(meta.path), d.shown(tp, meta.name))
             rows.append(describe_row(args, tp, segments, on_disk, policies,
-                                      lambda path: d.scan(path, validate=False)))
+                                      lambda path: d.scan(path, validate=False), topic_id))
         return rows, note
 
 

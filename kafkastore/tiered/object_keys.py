@@ -23,10 +23,10 @@ Plain functions and values: thread-safe.
 
 from __future__ import annotations
 
-import base64
 import re
-import uuid
 from dataclasses import dataclass
+
+from kafkastore.partition_metadata import random_uuid
 
 __all__ = [
     "AIVEN_SUFFIXES",
@@ -54,8 +54,6 @@ _AIVEN = re.compile(r"(?P<topic>[A-Za-z0-9._-]+)-(?P<topic_id>" + _UUID + r")/"
 _LOCAL_DIR = re.compile(r"(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)-(?P<topic_id>"
                         + _UUID + r")")
 _LOCAL_FILE = re.compile(r"(?P<offset>\d+)-(?P<id>" + _UUID + r")(?P<suffix>\.[a-z_]+)")
-_RESERVED = {base64.urlsafe_b64encode(bytes(16)).rstrip(b"=").decode(),
-             base64.urlsafe_b64encode(bytes(15) + b"\x01").rstrip(b"=").decode()}
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,4 @@ def parse_local_tiered_file(dir_name: str, file_name: str
 
 def new_segment_id() -> str:
     """A new segment id as Kafka's ``Uuid.randomUuid().toString()``."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
-        if text not in _RESERVED and not text.startswith("-"):
-            return text
+    return random_uuid()

@@ -68,6 +68,7 @@ from kafkastore.leader_epoch import (
 from kafkastore.log_view import ReadOnlyLog, SegmentRef
 from kafkastore.partition_metadata import (
     PARTITION_METADATA_FILENAME,
+    TOPIC_ID_FORMAT,
     check_topic_id,
     parse_topic_id,
 )
@@ -225,8 +226,11 @@ class _Partition:
         name = PARTITION_METADATA_FILENAME
         data = self._file(name)
         if data is None:
-            raise TieredStorageError(f"{self.log.uri}: no topic id (no {name}); give "
-                                     f"topic_id", path=self.log.uri)
+            # the command line's flag first: that is where a user meets this
+            raise TieredStorageError(
+                f"{self.log.uri}: no topic id (no {name}: a directory written before "
+                f"kafkastore wrote one, or copied without it); give it with --topic-id "
+                f"(topic_id= in Python), {TOPIC_ID_FORMAT}", path=self.log.uri)
         return parse_topic_id(data, self.storage.uri(self.storage.join(self.log.path, name)))
 
     def read(self, seg: SegmentRef) -> bytes:

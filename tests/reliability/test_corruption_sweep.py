@@ -81,6 +81,7 @@ from kafkastore.config import LogConfig
 from kafkastore.errors import CorruptRecordError, KafkaStoreError
 from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME
 from kafkastore.log import Log
+from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME
 from kafkastore.records import scan_batches
 
 #: CPU seconds one case (open, every read and lookup, close) may take. CPU time of this
@@ -361,9 +362,12 @@ def _segment_files(o: Original):
     """``(name, original bytes, segment index, suffix)`` of each file a sweep damages:
     the segments' files, not the hidden ones (the clean-shutdown marker) nor the empty
     ``leader-epoch-checkpoint`` every open creates, as Kafka's does (no segment's, no
-    bytes to change; damaged checkpoints are tests/test_checkpoint.py's)."""
+    bytes to change; damaged checkpoints are tests/test_checkpoint.py's), nor the
+    ``partition.metadata`` a new partition gets (no segment's either; damaged ones are
+    tests/test_partition_metadata.py's)."""
     for name, data in o.files.items():
-        if not name.startswith(".") and name != LEADER_EPOCH_CHECKPOINT_FILENAME:
+        if not name.startswith(".") and name not in (LEADER_EPOCH_CHECKPOINT_FILENAME,
+                                                     PARTITION_METADATA_FILENAME):
             yield (name, data, *_segment_of(o, name))
 
 

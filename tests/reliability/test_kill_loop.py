@@ -58,6 +58,7 @@ from _reliability import tiered
 import kafkastore
 from kafkastore.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME
 from kafkastore.log import CLEAN_SHUTDOWN_FILE, Log
+from kafkastore.partition_metadata import PARTITION_METADATA_FILENAME
 from kafkastore.producer_state import read_snapshot
 from kafkastore.records import CompressionType, iter_batches, scan_batches
 
@@ -261,7 +262,8 @@ def check_files(directory: Path, seed: int, leo: int, codecs: Counter, *,
     recovery truncates them). Only zeros, and only in the last file."""
     names = sorted(os.listdir(directory))
     stray = [n for n in names if not SEGMENT_FILE.match(n)
-             and n not in (CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT_FILENAME)]
+             and n not in (CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT_FILENAME,
+                           PARTITION_METADATA_FILENAME)]
     assert not stray, f"files left after the close: {stray}"
     for name in names:
         if name.endswith(".snapshot"):

@@ -42,7 +42,7 @@ def test_describe_shows_the_served_segments_of_a_vector_copy(capsys, name, chunk
     code, out, err = run(capsys, "describe", TIERED / name, "--tiered")
     assert code == EXIT_OK, err
     lines = out.splitlines()
-    assert lines[1].split()[:4] == ["orders-0", "1", "114514", "116568"]
+    assert lines[1].split()[:5] == ["orders-0", TOPIC_ID, "1", "114514", "116568"]
     assert f"orders-0: topic id {TOPIC_ID}, aiven layout, 1 served, 0 dropped, no gaps" in out
     served = next(line for line in lines if line.strip().startswith("served"))
     assert served.split()[1:6] == ["114514", "116567", "204879", str(chunks), transforms]
