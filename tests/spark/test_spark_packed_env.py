@@ -155,7 +155,11 @@ def packed_run(spark, cluster, tmp_path_factory):
          str(app), logs, str(out), cluster.root],
         env=env, cwd=str(base), capture_output=True, text=True, timeout=900)
     run_s = time.monotonic() - started
-    assert proc.returncode == 0 and out.exists(), proc.stdout[-3000:] + proc.stderr[-6000:]
+    # the driver's errors (py4j prints them to stdout) without the JVM's frames
+    errors = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines()
+                       if ("Error" in line or "Exception" in line)
+                       and not line.lstrip().startswith("at "))
+    assert proc.returncode == 0 and out.exists(), errors[-6000:]
     with open(out) as f:
         result = json.load(f)
     print(f"packed env: {size / 2**20:.0f} MiB tar, built in {build_s:.1f} s; "
