@@ -45,6 +45,7 @@ __all__ = [
     "LogCleaningAbortedError",
     "StorageError",
     "StorageFileNotFoundError",
+    "StorageAccessDeniedError",
     "CorruptSnapshotError",
     "ProducerStateError",
     "OutOfOrderSequenceError",
@@ -476,6 +477,16 @@ class StorageFileNotFoundError(StorageError, FileNotFoundError):
     """A file or object is not there (any more): deleted by retention or the log cleaner
     after it was listed, a wrong path, or a prefix with nothing under it. Never retried.
     Also a :class:`FileNotFoundError`."""
+
+
+class StorageAccessDeniedError(StorageError, PermissionError):
+    """The store refused the request: access denied (HTTP 403), credentials missing,
+    unknown, expired or not matching the signature. Never retried: the same credentials
+    get the same answer. Also a :class:`PermissionError`.
+
+    The credentials are those of the process that made the request; in a Spark task that
+    is the executor, whose environment is not the driver's (see ``docs/cluster.rst``).
+    """
 
 
 class CorruptSnapshotError(KafkaStoreError, ValueError):

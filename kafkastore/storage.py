@@ -56,7 +56,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from kafkastore.errors import ConfigError, StorageError, StorageFileNotFoundError
+from kafkastore.errors import (
+    ConfigError,
+    StorageAccessDeniedError,
+    StorageError,
+    StorageFileNotFoundError,
+)
 
 __all__ = [
     "ReadOnlyStorage",
@@ -110,6 +115,16 @@ _TRANSIENT = re.compile(
     r"service[ _]?unavailable|internal[ _]?(error|failure)|try again|timed? ?out|timeout|"
     r"connection|reset by peer|broken pipe|partial file|transferred a partial|"
     r"curl|network|unexpected (eof|end)|premature|incomplete|socket|temporar",
+    re.IGNORECASE)
+# A refusal of the request's credentials (S3's AccessDenied / InvalidAccessKeyId /
+# SignatureDoesNotMatch / ExpiredToken, pyarrow's ACCESS_DENIED and "No response body"
+# 403s, GCS's and Azure's 401/403): not transient, and worth naming as such.
+_ACCESS_DENIED = re.compile(
+    r"access[ _]?denied|(?:http|status|code)\W{0,3}(?:code\W{0,3})?40[13]\b|forbidden|"
+    r"unauthori[sz]ed|invalid[ _]?access[ _]?key|signature[ _]?does[ _]?not[ _]?match|"
+    r"expired[ _]?token|invalid[ _]?token|"
+    r"no (aws )?credentials|unable to (locate|find) credentials|AuthorizationFailure|"
+    r"AuthenticationFailed|permission denied",
     re.IGNORECASE)
 _NOT_FOUND = re.compile(r"not ?found|no such (file|key)|does not exist|\b404\b|NoSuchKey",
                         re.IGNORECASE)
@@ -171,7 +186,16 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
+    if is_access_denied(exc):   # the same credentials get the same answer
+        return False
     return isinstance(exc, OSError) and bool(_TRANSIENT.search(str(exc)))
+
+
+def is_access_denied(exc: BaseException) -> bool:
+    """Whether a failed storage call was the store refusing the caller's credentials."""
+    if isinstance(exc, (StorageAccessDeniedError, PermissionError)):
+        return True
+    return isinstance(exc, OSError) and bool(_ACCESS_DENIED.search(str(exc)))
 
 
 class RangeReader:
@@ -355,8 +379,9 @@ class ReadOnlyStorage:
                         raise StorageFileNotFoundError(
                             f"{self.uri(path)}: no such file or object ({exc})",
                             path=self.uri(path)) from None
-                    raise StorageError(f"{what} {self.uri(path)} failed: {exc}",
-                                       path=self.uri(path)) from exc
+                    kind = StorageAccessDeniedError if is_access_denied(exc) else StorageError
+                    raise kind(f"{what} {self.uri(path)} failed: {exc}",
+                               path=self.uri(path)) from exc
                 attempt += 1
                 if attempt >= self.retry.attempts:
                     raise StorageError(self._gave_up(what, path, attempt, exc),

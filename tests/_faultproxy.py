@@ -6,6 +6,7 @@ Each request is forwarded unchanged unless a rule matches it; a rule fires for i
 
 * ``"503"``: reply 503 with S3's ``SlowDown`` error body (throttling);
 * ``"500"``: reply 500 with S3's ``InternalError`` body;
+* ``"403"``: reply 403 with S3's ``AccessDenied`` body (credentials the store refuses);
 * ``"cut"``: forward, send the status and the full ``Content-Length``, then half the
   body, and close the connection (a connection dropped mid-range).
 
@@ -26,12 +27,13 @@ from urllib.parse import urlsplit
 _ERRORS = {
     "503": (503, "SlowDown", "Please reduce your request rate."),
     "500": (500, "InternalError", "We encountered an internal error. Please try again."),
+    "403": (403, "AccessDenied", "Access Denied"),
 }
 
 
 @dataclass
 class Rule:
-    kind: str                 # "503" | "500" | "cut"
+    kind: str                 # "503" | "500" | "403" | "cut"
     method: str = "GET"
     contains: str = ""        # a substring of the request path (the object key)
     ranged: bool = False      # only requests with a Range header

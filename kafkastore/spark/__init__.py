@@ -52,9 +52,20 @@ def register(spark: Any) -> None:
     """
     from kafkastore.spark.source import KafkaStoreDataSource
 
-    _choose_python(spark)
-    if not _registered(spark):
-        spark.dataSource.register(KafkaStoreDataSource)
+    planner = _choose_python(spark)
+    if planner is None:
+        if not _registered(spark):
+            spark.dataSource.register(KafkaStoreDataSource)
+    elif not _registered(spark, planner):
+        # The registration's Python runs the driver's planning workers
+        # (PythonPlannerRunner takes the registered function's pythonExec); only this
+        # registration gets the driver's Python, the context keeps its own.
+        sc = spark.sparkContext
+        saved, sc.pythonExec = sc.pythonExec, planner
+        try:
+            spark.dataSource.register(KafkaStoreDataSource)
+        finally:
+            sc.pythonExec = saved
     spark.conf.set(PUSHDOWN_CONF, "true")
     _refuse_other_save_modes(type(spark.range(0).write))
 
@@ -124,32 +135,65 @@ def _refuse_other_save_modes(writer_class: type) -> None:
     writer_class.save = checked_save
 
 
-def _choose_python(spark: Any) -> None:
+#: The SQL conf that overrides, on executors, the Python of a registered function
+#: (SQLConf.PYSPARK_WORKER_PYTHON_EXECUTABLE; the Arrow runners that read a Python data
+#: source's partitions take it before the function's own pythonExec). The driver's
+#: planning workers ignore it.
+EXECUTOR_PYTHON_CONF = "spark.sql.execution.pyspark.python"
+
+
+def _choose_python(spark: Any) -> str | None:
+    """Choose the Pythons of the source; the driver's planning Python when it must
+    differ from the executors' (else None: the context's, for both)."""
     try:
         sc = spark.sparkContext
         exec_ = sc.pythonExec
     except Exception:   # a Connect session has no SparkContext: the server chooses
-        return
+        return None
     if exec_ is None:
-        return
+        return None
     conf = sc.getConf()
     chosen = conf.get("spark.pyspark.python") or None
     if chosen and chosen != exec_:
         sc.pythonExec = exec_ = chosen
-    _check_python(exec_, configured=chosen is not None)
+    if _local_path(exec_) is not None:
+        _check_python(exec_, configured=chosen is not None)
+        return None
+    # A Python that is not on this machine: the executors' (./environment/bin/python
+    # of an archive that spark.archives unpacks next to each executor). The driver's
+    # planning worker would fail to start it ("Cannot run program"), so it runs the
+    # driver's Python: spark.pyspark.driver.python when set, else this very one (the
+    # one spark-submit started from PYSPARK_DRIVER_PYTHON, and it has kafkastore); the
+    # executors keep the configured one through EXECUTOR_PYTHON_CONF.
+    import sys
+
+    planner = conf.get("spark.pyspark.driver.python") or sys.executable
+    _check_python(planner, configured=True, key="spark.pyspark.driver.python")
+    if not spark.conf.get(EXECUTOR_PYTHON_CONF, None):
+        spark.conf.set(EXECUTOR_PYTHON_CONF, exec_)
+    return planner
 
 
-def _check_python(exec_: str, *, configured: bool) -> None:
-    """Raise ConfigError if ``exec_`` exists here and cannot import kafkastore."""
+def _local_path(exec_: str) -> str | None:
+    """Where ``exec_`` is on this machine (None: not here)."""
     import os
     import shutil
+
+    path = shutil.which(exec_) if not os.path.isabs(exec_) else exec_
+    return path if path is not None and os.path.exists(path) else None
+
+
+def _check_python(exec_: str, *, configured: bool,
+                  key: str = "spark.pyspark.python") -> None:
+    """Raise ConfigError if ``exec_`` exists here and cannot import kafkastore."""
+    import os
     import subprocess
     import sys
 
     from kafkastore.errors import ConfigError
 
-    path = shutil.which(exec_) if not os.path.isabs(exec_) else exec_
-    if path is None or not os.path.exists(path):
+    path = _local_path(exec_)
+    if path is None:
         return   # a path valid only on the executors (a shipped archive): not checkable
     if os.path.abspath(path) == os.path.abspath(sys.executable):
         return   # this very Python (not merely the same binary: venvs share theirs)
@@ -168,7 +212,7 @@ def _check_python(exec_: str, *, configured: bool) -> None:
             return
         lines = done.stderr.decode(errors="replace").strip().splitlines()
         why = lines[-1] if lines else f"exit status {done.returncode}"
-    source = ("spark.pyspark.python" if configured else
+    source = (key if configured else
               "PYSPARK_PYTHON when the SparkContext started" if os.environ.get(
                   "PYSPARK_PYTHON") else
               "pyspark's default, as PYSPARK_PYTHON was not set when the SparkContext "
@@ -184,7 +228,7 @@ def _check_python(exec_: str, *, configured: bool) -> None:
         f"Python that has it: export PYSPARK_PYTHON={sys.executable} before starting "
         f"the driver, or set spark.pyspark.python (on a cluster: a Python with "
         f"kafkastore on every node, or a packed environment through spark.archives; "
-        f"see docs/cluster.rst)", key="spark.pyspark.python", value=exec_)
+        f"see docs/cluster.rst)", key=key, value=exec_)
 
 
 def __getattr__(name: str) -> Any:

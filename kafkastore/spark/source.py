@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from kafkastore.errors import ConfigError
+from kafkastore.errors import ConfigError, StorageAccessDeniedError, StorageError
 from kafkastore.spark import layout as _layout
 from kafkastore.spark.options import (
     APPEND_ONLY,
@@ -192,17 +192,56 @@ def _plan(opts, pushdown: Pushdown, starts=None, ends=None, layouts=None) -> lis
 def _read(names, opts, partition) -> Iterator:
     split = getattr(partition, "value", None)
     if split is None:   # Spark's stand-in when partitions() planned nothing
-        return iter(())
-    storage = None
-    if any(not sl.tiered for sl in split.slices):
-        from kafkastore.storage import open_storage
+        return
+    try:
+        storage = None
+        if any(not sl.tiered for sl in split.slices):
+            from kafkastore.storage import open_storage
 
-        # one client per worker process and store (open_storage caches remote ones)
-        storage, _ = open_storage(opts.path, opts.storage)
-    return read_split(split, names, ts_min=partition.ts_min, offset_in=partition.offset_in,
-                      batch_rows=opts.batch_rows, storage=storage,
-                      tiered_storage=getattr(partition, "tiered", None),
-                      planned_on=getattr(partition, "planned_on", None))
+            # one client per worker process and store (open_storage caches remote ones)
+            storage, _ = open_storage(opts.path, opts.storage)
+        yield from read_split(split, names, ts_min=partition.ts_min,
+                              offset_in=partition.offset_in, batch_rows=opts.batch_rows,
+                              storage=storage,
+                              tiered_storage=getattr(partition, "tiered", None),
+                              planned_on=getattr(partition, "planned_on", None))
+    except StorageError as exc:
+        raise in_task(exc) from exc
+
+
+#: What an executor's failed read adds when the store refused its credentials.
+EXECUTOR_CREDENTIALS = (
+    "The executor read with its own credentials: an executor's environment is the one "
+    "its Spark worker started with, and the driver's environment (AWS_* or other "
+    "variables exported in the driver's shell, its profile or config files) does not "
+    "travel to executors. Give the executors credentials with "
+    "spark.executorEnv.<NAME> (e.g. --conf spark.executorEnv.AWS_ACCESS_KEY_ID=...), "
+    "in conf/spark-env.sh on every worker, by an instance role, or as the read's "
+    "storage.* options (see docs/cluster.rst)")
+
+
+def in_task(exc: StorageError) -> StorageError:
+    """``exc`` (a failed read in a Spark task), saying where it ran: the executor's host
+    and the task; for a refusal of credentials, that the executor's credentials are not
+    the driver's (a user who exported them in the driver's shell saw planning work and
+    every task fail). The same class, so callers catch what they caught before."""
+    import socket
+
+    where = socket.gethostname()   # as the planned_on host of a partition is named
+    task = ""
+    try:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None:
+            task = (f", task {ctx.partitionId()} of stage {ctx.stageId()} "
+                    f"(attempt {ctx.attemptNumber()})")
+    except Exception:   # context is a courtesy: never hide the error behind another
+        pass
+    message = f"{exc.message} [read by an executor on host {where}{task}]"
+    if isinstance(exc, StorageAccessDeniedError):
+        message += ". " + EXECUTOR_CREDENTIALS
+    return type(exc)(message, position=exc.position, offset=exc.offset, path=exc.path)
 
 
 class KafkaStoreReader(DataSourceReader):
