@@ -119,6 +119,10 @@ def test_the_python_check_refuses_a_namespace_directory_named_kafkastore(
     bare = _venv(tmp_path / "bare")
     (tmp_path / "parent" / "kafkastore").mkdir(parents=True)   # a clone, from its parent
     monkeypatch.chdir(tmp_path / "parent")
+    # the probe inherits this environment, as Spark's workers do; the spark session fixture
+    # (tests/spark/conftest.py) puts the installed kafkastore on PYTHONPATH, which would
+    # make the bare Python see it
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     with pytest.raises(ConfigError, match="kafkastore is not installed") as info:
         _check_python(bare, configured=True)
     assert "namespace package" in str(info.value)
