@@ -563,3 +563,15 @@ class MissingKeyError(TieredStorageError):
                  path: str | None = None) -> None:
         super().__init__(message, path=path)
         self.key_id = key_id
+
+
+def missing_extra(what: str, library: str, requirement: str, extra: str,
+                  extra_name: str | None = None) -> ConfigError:
+    """The ConfigError for an optional library that is not installed: ``what`` (with its
+    verb: "Reading x needs") names the need for ``library``, and the installs that work today (no package index has kafkastore yet,
+    issue 28): the library's own ``requirement``, or the ``extra`` in a clone.
+    ``extra_name`` is how the message names the extra (default: ``extra``)."""
+    return ConfigError(f"{what} {library}, which the {extra_name or extra} extra "
+                       f"brings: pip install '{requirement}', or in a clone of kafkastore "
+                       f"pip install '.[{extra}]'")
+

@@ -61,6 +61,7 @@ from kafkastore.errors import (
     StorageAccessDeniedError,
     StorageError,
     StorageFileNotFoundError,
+    missing_extra,
 )
 
 __all__ = [
@@ -743,10 +744,8 @@ def _need_pyarrow(uri: str):
     try:
         import pyarrow.fs as pafs
     except ImportError:
-        # no package index has kafkastore yet: name what works today (issue 28)
-        raise ConfigError(f"Reading {uri} needs pyarrow, which the remote (or spark) extra "
-                          f"brings: pip install 'pyarrow>=18', or in a clone of kafkastore "
-                          f"pip install '.[remote]'") from None
+        raise missing_extra(f"Reading {uri} needs", "pyarrow", "pyarrow>=18", "remote",
+                            "remote (or spark)") from None
     return pafs
 
 

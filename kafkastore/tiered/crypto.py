@@ -44,7 +44,13 @@ import secrets
 from collections.abc import Mapping
 from types import SimpleNamespace
 
-from kafkastore.errors import ConfigError, CorruptChunkError, CorruptManifestError, MissingKeyError
+from kafkastore.errors import (
+    ConfigError,
+    CorruptChunkError,
+    CorruptManifestError,
+    MissingKeyError,
+    missing_extra,
+)
 
 __all__ = [
     "IV_SIZE",
@@ -91,10 +97,8 @@ _TIERED_EXTRA = {"pycryptodome": "pycryptodome>=3.19.1", "cryptography": "crypto
 
 
 def _need(library: str) -> ConfigError:
-    # no package index has kafkastore yet: name what works today (issue 28)
-    return ConfigError(f"Encrypted tiered copies need {library}, which the tiered extra "
-                       f"brings: pip install '{_TIERED_EXTRA[library]}', or in a clone of "
-                       f"kafkastore pip install '.[tiered]'")
+    return missing_extra("Encrypted tiered copies need", library, _TIERED_EXTRA[library],
+                         "tiered")
 
 
 @functools.cache
