@@ -52,20 +52,20 @@ def register(spark: Any) -> None:
     """
     from kafkastore.spark.source import KafkaStoreDataSource
 
-    planner = _choose_python(spark)
-    if planner is None:
-        if not _registered(spark):
+    planner = _choose_python(spark)   # None: the session's own Python plans
+    if not _registered(spark, planner):
+        if planner is None:
             spark.dataSource.register(KafkaStoreDataSource)
-    elif not _registered(spark, planner):
-        # The registration's Python runs the driver's planning workers
-        # (PythonPlannerRunner takes the registered function's pythonExec); only this
-        # registration gets the driver's Python, the context keeps its own.
-        sc = spark.sparkContext
-        saved, sc.pythonExec = sc.pythonExec, planner
-        try:
-            spark.dataSource.register(KafkaStoreDataSource)
-        finally:
-            sc.pythonExec = saved
+        else:
+            # The registration's Python runs the driver's planning workers
+            # (PythonPlannerRunner takes the registered function's pythonExec); only this
+            # registration gets the driver's Python, the context keeps its own.
+            sc = spark.sparkContext
+            saved, sc.pythonExec = sc.pythonExec, planner
+            try:
+                spark.dataSource.register(KafkaStoreDataSource)
+            finally:
+                sc.pythonExec = saved
     spark.conf.set(PUSHDOWN_CONF, "true")
     _refuse_other_save_modes(type(spark.range(0).write))
 
