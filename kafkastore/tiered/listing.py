@@ -37,6 +37,7 @@ from kafkastore.tiered.object_keys import (
 )
 
 __all__ = [
+    "relative_path",
     "AIVEN",
     "LOCAL",
     "LAYOUTS",
@@ -82,7 +83,9 @@ class SegmentObjects:
         return not self.missing
 
 
-def _rel(root: str, path: str) -> str:
+def relative_path(root: str, path: str) -> str:
+    """``path`` relative to the listing ``root`` (the key a store's listing gives, without
+    the root's prefix); upload.py names its objects the same way."""
     root = root.rstrip("/")
     if root and path.startswith(root + "/"):
         return path[len(root) + 1:]
@@ -120,7 +123,7 @@ def detect_layout(root: str, files: list[FileInfo], key_prefix: str = "") -> str
     for info in files:
         if info.is_dir:
             continue
-        rel = _rel(root, info.path)
+        rel = relative_path(root, info.path)
         if _parse_aiven(rel, key_prefix) is not None:
             aiven += 1
         elif _parse_local(rel) is not None:
@@ -156,7 +159,7 @@ def list_copy(storage: ReadOnlyStorage, root: str, *, layout: str | None = None,
     for info in files:
         if info.is_dir:
             continue
-        rel = _rel(root, info.path)
+        rel = relative_path(root, info.path)
         parsed = _parse_aiven(rel, key_prefix) if layout == AIVEN else _parse_local(rel)
         if parsed is None:
             continue

@@ -81,8 +81,7 @@ from kafkastore.tiered.chunk_index import (
     VariableSizeChunkIndex,
 )
 from kafkastore.tiered.crypto import IV_SIZE, TAG_SIZE, KeyRing, new_data_key_and_aad
-from kafkastore.tiered.listing import SegmentObjects, list_copy
-from kafkastore.tiered.listing import _rel as _relative
+from kafkastore.tiered.listing import SegmentObjects, list_copy, relative_path
 from kafkastore.tiered.manifest import (
     INDEX_TYPES,
     EncryptionMetadata,
@@ -486,8 +485,8 @@ def upload_partition(partition_dir: str, dest_uri: str, *,
                          seg.base_offset and _holds_segment(storage, objs, seg, nxt)),
                         None)
             if held is not None:
-                out.append(UploadedSegment(held.key, nxt - 1, sorted(
-                    _relative(root, i.path) for i in held.files.values()), 0, skipped=True))
+                paths = sorted(relative_path(root, i.path) for i in held.files.values())
+                out.append(UploadedSegment(held.key, nxt - 1, paths, 0, skipped=True))
                 continue
             sid = segment_id(seg.base_offset) if segment_id else new_segment_id()
             key = RemoteSegmentKey(part.topic, part.topic_id, part.partition,
