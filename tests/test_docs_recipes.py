@@ -20,25 +20,21 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from _ports import free_port
 
 RECIPES = Path(__file__).resolve().parents[1] / "docs" / "recipes"
 STEPS = ["1-s3.sh", "2-spark.sh", "3-connect.sh", "4-data.sh", "5-read.sh"]
 RECORDS = 120
 #: Seconds one step may take: the JVMs' start, on a busy 2-core machine, is most of it.
-STEP_TIMEOUT = 900
+STEP_TIMEOUT = 600
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _need(module: str, why: str) -> None:
@@ -62,11 +58,11 @@ def walkthrough_env(tmp_path):
         env.pop(name, None)
     env.update({
         "TRY_DIR": str(tmp_path / "try"),
-        "S3_PORT": str(_free_port()),
-        "SPARK_MASTER_PORT": str(_free_port()),
-        "SPARK_MASTER_WEBUI_PORT": str(_free_port()),
-        "SPARK_WORKER_WEBUI_PORT": str(_free_port()),
-        "CONNECT_PORT": str(_free_port()),
+        "S3_PORT": str(free_port()),
+        "SPARK_MASTER_PORT": str(free_port()),
+        "SPARK_MASTER_WEBUI_PORT": str(free_port()),
+        "SPARK_WORKER_WEBUI_PORT": str(free_port()),
+        "CONNECT_PORT": str(free_port()),
         "RECORDS": str(RECORDS),
         # the Python running this test has kafkastore: the page's "the Python that has
         # kafkastore"; the executors import it from where this test does
