@@ -56,6 +56,8 @@ __all__ = [
     "CorruptManifestError",
     "CorruptChunkError",
     "MissingKeyError",
+    "InvalidRequestError",
+    "UnsupportedVersionError",
 ]
 
 
@@ -563,6 +565,26 @@ class MissingKeyError(TieredStorageError):
                  path: str | None = None) -> None:
         super().__init__(message, path=path)
         self.key_id = key_id
+
+
+class InvalidRequestError(KafkaStoreError, ValueError):
+    """A Kafka protocol frame (:mod:`kafkastore.server`) that does not decode: a length
+    past the frame's end, a negative or absurd count, a string that is not UTF-8, bytes
+    left over. ``position`` is the byte position in the frame (after the 4-byte size)
+    where the bad field starts; ``api_key`` and ``api_version`` say which request it
+    was, when the header got that far. A broker answers it as Kafka does
+    (``INVALID_REQUEST``, or a closed connection where no answer can be framed)."""
+
+    def __init__(self, message: str, *, position: int | None = None,
+                 api_key: int | None = None, api_version: int | None = None) -> None:
+        super().__init__(message, position=position)
+        self.api_key = api_key
+        self.api_version = api_version
+
+
+class UnsupportedVersionError(InvalidRequestError):
+    """A request whose API key or version the server does not speak (Kafka's
+    ``UNSUPPORTED_VERSION``)."""
 
 
 def missing_extra(what: str, library: str, requirement: str, extra: str,

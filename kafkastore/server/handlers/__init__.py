@@ -1,0 +1,17 @@
+"""The request handlers, one module per family of APIs.
+
+Each module has a ``HANDLERS`` dict ``{api_key: handler}``; a handler is
+``async def handle(broker, header, request) -> dict | None``: ``request`` is the decoded
+body (a dict keyed by Kafka's field names in snake_case), the result the response body
+(None: no response is sent, as for a Produce with ``acks=0``). A handler answers every
+refusal Kafka answers with an error code with that code; an exception that escapes it is
+logged and answered as Kafka answers an unexpected error.
+"""
+
+from __future__ import annotations
+
+from kafkastore.server.handlers import admin, fetch, offsets, produce
+
+__all__ = ["HANDLERS"]
+
+HANDLERS = {**admin.HANDLERS, **produce.HANDLERS, **fetch.HANDLERS, **offsets.HANDLERS}

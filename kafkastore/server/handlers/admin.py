@@ -1,0 +1,3 @@
+"""admin handlers (to be written)."""
+
+HANDLERS: dict = {}

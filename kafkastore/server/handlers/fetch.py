@@ -1,0 +1,3 @@
+"""fetch handlers (to be written)."""
+
+HANDLERS: dict = {}

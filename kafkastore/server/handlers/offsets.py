@@ -1,0 +1,3 @@
+"""offsets handlers (to be written)."""
+
+HANDLERS: dict = {}

@@ -1,0 +1,3 @@
+"""produce handlers (to be written)."""
+
+HANDLERS: dict = {}
