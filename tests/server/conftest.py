@@ -215,3 +215,30 @@ def read_log_records(partition_dir):
         return out
     finally:
         log.close()
+
+
+def roundtrip(bootstrap, topic="alive", timeout=60.0):
+    """Produce one fresh record (acks=all) with confluent-kafka and fetch it back from the
+    offset its delivery report gave: the server answers Produce and Fetch."""
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra")
+    value = f"alive-{time.monotonic_ns()}".encode()
+    reports = []
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    p.produce(topic, value=value, partition=0, on_delivery=lambda e, m: reports.append((e, m)))
+    assert p.flush(timeout) == 0
+    [(err, msg)] = reports
+    assert err is None, err
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "alive",
+                     "enable.auto.commit": False})
+    try:
+        c.assign([ck.TopicPartition(topic, 0, msg.offset())])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = c.poll(0.5)
+            if got is not None and not got.error():
+                assert (got.offset(), got.value()) == (msg.offset(), value)
+                return
+        raise AssertionError(f"the record produced at offset {msg.offset()} did not come "
+                             f"back within {timeout} s")
+    finally:
+        c.close()
