@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import resource
+import select
 import socket
 import struct
 import time
@@ -178,20 +179,32 @@ def test_slow_reader_that_never_drains(kafka_server):
     grow with them, and other connections are served meanwhile."""
     slow = connect(kafka_server)
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     slow.setblocking(False)
     one = frame(API_VERSIONS, 0, 1)
-    sent = 0
-    deadline = time.monotonic() + 20
+    sent, stalled = 0, False
+    deadline = time.monotonic() + 60
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        while sent < 200_000 and time.monotonic() < deadline:
+        # 2,000,000 requests (34 MB, their answers ~200 MB) are far more than the kernel's
+        # socket buffers on both sides hold: the server must stop reading before that
+        chunk = one * 1000
+        pending = memoryview(b"")
+        while sent < 2_000_000 * len(one) and time.monotonic() < deadline:
+            if not pending:
+                pending = memoryview(chunk)
             try:
-                slow.send(one * 100)
-                sent += 100
+                n = slow.send(pending)   # partial sends continue where they stopped
             except BlockingIOError:
-                break    # the server stopped reading: what a muted channel looks like
-        assert sent < 200_000, "the server read 200,000 pipelined requests from a client " \
-            "that read none of the answers"
+                # not writable for 3 s: the server stopped reading (a muted channel)
+                if not select.select([], [slow], [], 3.0)[1]:
+                    stalled = True
+                    break
+                continue
+            sent += n
+            pending = pending[n:]
+        assert stalled, f"the server kept reading pipelined requests ({sent // len(one):,}) " \
+            "from a client that read none of the answers"
         alive(kafka_server)
         grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
         assert grown_kib < 256 * 1024, grown_kib
