@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import wait_until, workload, write_transactions
+from conftest import workload, write_transactions
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
