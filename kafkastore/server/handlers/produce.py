@@ -122,10 +122,9 @@ def _append(broker: Broker, topic: str, partition: int, records, version: int) -
     refused = _validate_records(version, records)
     if refused is not None:
         return _partition_error(refused)
-    if records is None or len(records) == 0:
-        info = log.append_batches(b"", leader_epoch=leader_epoch_of(log))
+    if records is None or len(records) == 0:   # (before v3 only) nothing to append
         return {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
-                "log_start_offset": info.log_start_offset, "record_errors": [],
+                "log_start_offset": log.log_start_offset, "record_errors": [],
                 "error_message": None}
     try:
         info = log.append_batches(records, leader_epoch=leader_epoch_of(log))
@@ -175,8 +174,9 @@ async def produce(broker: Broker, header, request: dict) -> dict | None:
             partitions.append(answer)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
-        # no response at all (Kafka closes the connection on an error with acks=0 so the
-        # client notices; here the client sees the refusal in its next metadata refresh)
+        # no response at all (Kafka's KafkaApis also closes the connection when a
+        # partition failed, so that the client refreshes its metadata; the handler
+        # contract has no way to ask for that: the refused records are just not there)
         return None
     # acks=-1 (all) on a single node: the leader is the whole ISR, so it is acknowledged
     # as soon as the append is done (the log's flush settings decide the fsync, as Kafka's)
