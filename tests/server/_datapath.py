@@ -8,6 +8,8 @@ import asyncio
 import os
 from typing import NamedTuple
 
+import pytest
+
 from kafkastore.manager import LogManager
 from kafkastore.records import encode_batch
 from kafkastore.server.broker import Broker
@@ -25,6 +27,15 @@ class Header(NamedTuple):
 def make_broker(path, config=None, log_config=None) -> Broker:
     manager = LogManager(str(path), log_config or {})
     return Broker(manager, ServerConfig(config or {}))
+
+
+@pytest.fixture(name="broker")
+def broker_fixture(tmp_path):
+    """A broker over a fresh log directory with topic ``t`` of two partitions."""
+    b = make_broker(tmp_path)
+    b.create_topic("t", 2)
+    yield b
+    b.manager.close()
 
 
 def run(coro):

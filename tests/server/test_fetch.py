@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+from _datapath import broker_fixture  # noqa: F401  (the fixture `broker`)
 from _datapath import Header, batch, delete_records, do_fetch, do_produce, fetch_request, \
     make_broker, partitions_of, produce_request, region_bytes
 
@@ -14,14 +15,6 @@ from kafkastore.records import ControlRecordType, iter_batches
 from kafkastore.server.error_codes import ErrorCode
 from kafkastore.server.handlers import fetch, produce
 from kafkastore.server.handlers.offsets import topic_id_bytes
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = make_broker(tmp_path)
-    b.create_topic("t", 2)
-    yield b
-    b.manager.close()
 
 
 def decode_kafka_python(data: bytes) -> list[tuple[int, bytes]]:

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from _datapath import broker_fixture  # noqa: F401  (the fixture `broker`)
 from _datapath import Header, batch, delete_records, do_produce, list_offsets, make_broker, \
     run
 
 from kafkastore.records import ControlRecordType, encode_batch
 from kafkastore.server.error_codes import ErrorCode
 from kafkastore.server.handlers import offsets
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = make_broker(tmp_path)
-    b.create_topic("t", 1)
-    yield b
-    b.manager.close()
 
 
 def test_list_offsets_special_timestamps_and_lookup(broker):

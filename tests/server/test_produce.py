@@ -5,19 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from _datapath import broker_fixture  # noqa: F401  (the fixture `broker`)
 from _datapath import Header, batch, do_produce, make_broker, run
 
 from kafkastore.records import encode_batch, iter_batches
 from kafkastore.server.error_codes import ErrorCode
 from kafkastore.server.handlers import produce
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = make_broker(tmp_path)
-    b.create_topic("t", 2)
-    yield b
-    b.manager.close()
 
 
 def test_produce_assigns_offsets_stamps_epoch_and_notifies(broker, monkeypatch):
