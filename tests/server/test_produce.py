@@ -211,3 +211,14 @@ def test_produced_batches_decode_with_an_independent_decoder(broker):
         got.extend((r.offset, r.key) for r in b)
     assert got == [(i, b"k%d" % i) for i in range(5)]
     assert len(list(iter_batches(data))) == 2
+
+
+def test_batch_level_refusal_has_no_record_errors(tmp_path):
+    # LogValidator.validateBatch's refusals are plain InvalidRecordExceptions: no
+    # record_errors, no custom error_message (ReplicaManager's hasCustomErrorMessage)
+    b = make_broker(tmp_path)
+    b.create_topic("c", 1, {"cleanup.policy": "compact"})
+    answer = do_produce(b, "c", 0, encode_batch([(b"k", b"v")], base_offset=5))
+    assert answer["error_code"] == ErrorCode.INVALID_RECORD
+    assert answer["record_errors"] == [] and answer["error_message"] is None
+    b.manager.close()

@@ -16,7 +16,7 @@ import os
 from kafkastore import _fileio
 from kafkastore.batch_header import ATTRIBUTES_OFFSET, CODEC_MASK, LENGTH_OFFSET, \
     LOG_OVERHEAD, MAGIC_OFFSET
-from kafkastore.errors import InvalidRecordError, InvalidTimestampError, KafkaStoreError, \
+from kafkastore.errors import InvalidRecordError, InvalidRecordTimestampError, KafkaStoreError, \
     RecordTooLargeError
 from kafkastore.records import iter_batches
 from kafkastore.server.broker import Broker
@@ -73,26 +73,32 @@ def _validate_records(version: int, records) -> ErrorCode | None:
     return None
 
 
-def _record_errors(exc: InvalidRecordError, records) -> tuple[ErrorCode, list, str]:
+def _record_errors(exc: KafkaStoreError, log, records) -> tuple[ErrorCode, list, str] | None:
     """KIP-467 for a refusal of records (Kafka's ``LogValidator.processRecordErrors``
     wrapped in a ``RecordValidationException``): the code, ``record_errors`` (the index of
-    the record in its batch and why) and the summary Kafka puts in ``error_message``."""
+    the record in its batch and why) and the summary Kafka puts in ``error_message``; None
+    for a refusal of the batch as a whole (``LogValidator.validateBatch``'s plain
+    ``InvalidRecordException``), which carries no record errors."""
     text = str(exc)
-    if isinstance(exc, InvalidTimestampError):
+    if isinstance(exc, InvalidRecordTimestampError):
         # the validator names the record by its offset in the batch (its index: a
         # producer's batch has base offset 0)
         index = exc.offset if exc.offset is not None and exc.offset >= 0 else 0
         return (ErrorCode.INVALID_TIMESTAMP,
                 [{"batch_index": index, "batch_index_error_message": text}],
                 "One or more records have been rejected due to invalid timestamp")
-    index = _first_record_without_key(records)
+    if not (isinstance(exc, InvalidRecordError) and log.config.compact):
+        return None
+    index = _first_record_without_key(records)   # validateKey's refusal, if it was that
+    if index is None:
+        return None
     errors = [{"batch_index": index, "batch_index_error_message": text}]
     return (ErrorCode.INVALID_RECORD, errors,
             "One or more records have been rejected due to 1 record errors in total, and "
             f"only showing the first three errors at most: [{text}]")
 
 
-def _first_record_without_key(records) -> int:
+def _first_record_without_key(records) -> int | None:
     try:
         for batch in iter_batches(records, validate=False):
             for i, record in enumerate(batch):
@@ -100,16 +106,7 @@ def _first_record_without_key(records) -> int:
                     return i
     except KafkaStoreError:
         pass
-    return 0
-
-
-def _is_record_level(exc: BaseException) -> bool:
-    """Whether Kafka reports the refusal per record (``ApiRecordError``): the timestamp
-    checks and a keyless record on a compacted topic; the batch-level checks of
-    ``LogValidator.validateBatch`` are plain ``InvalidRecordException``s."""
-    return isinstance(exc, InvalidTimestampError) or (
-        isinstance(exc, InvalidRecordError)
-        and str(exc).startswith("Compacted topic cannot accept message without key"))
+    return None
 
 
 def _append(broker: Broker, topic: str, partition: int, records, version: int) -> dict:
@@ -132,8 +129,9 @@ def _append(broker: Broker, topic: str, partition: int, records, version: int) -
         # (ReplicaManager: RecordTooLargeException has no custom message, no log start)
         return _partition_error(ErrorCode.MESSAGE_TOO_LARGE)
     except KafkaStoreError as exc:
-        if _is_record_level(exc):
-            code, errors, message = _record_errors(exc, records)
+        refusal = _record_errors(exc, log, records)
+        if refusal is not None:
+            code, errors, message = refusal
             return _partition_error(code, log_start_offset=log.log_start_offset,
                                     record_errors=errors, error_message=message)
         code = error_code_for(exc)
