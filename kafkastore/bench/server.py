@@ -265,7 +265,7 @@ def _library_read_sendfile(directory: str) -> tuple[float, int]:
             # the next read sends again: counted once here)
             batches = list(sl.batches(validate=False))
             fd, position = sl.file.fileno(), sl.position
-            left = size = sum(b.size for b in batches)
+            left = size = sum(b.size_in_bytes for b in batches)
             while left:
                 k = os.sendfile(out, fd, position, left)
                 position += k
