@@ -298,7 +298,8 @@ def run_server_workload(records: int = 1_000_000, *, latency_samples: int = 1000
         try:
             from confluent_kafka.admin import AdminClient, NewTopic
 
-            futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+            admin = AdminClient({"bootstrap.servers": bootstrap})   # (referenced while
+            futures = admin.create_topics(                          # its futures run)
                 [NewTopic(TOPIC, num_partitions=1, replication_factor=1)])
             futures[TOPIC].result(60)
             cpu0 = _cpu_seconds(proc.pid)

@@ -23,6 +23,7 @@ import pytest
 from conftest import REPO, read_log_records, workload
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra")
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -44,6 +45,11 @@ def produce_acked(bs, topic, records, **conf):
     assert p.flush(60) == 0
     assert not errors, errors[:3]
     return sorted(acked)
+
+
+def cluster_id(bootstrap):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.list_topics("term", timeout=30).cluster_id
 
 
 def cli(*args):
@@ -125,8 +131,7 @@ def test_kill_9_while_producing(serve_process):
 def test_sigterm_is_a_clean_shutdown(serve_process, tmp_path):
     server = serve_process()
     acked = produce_acked(server.bootstrap_servers, "term", workload(500, prefix="term"))
-    first_cluster = ck.admin.AdminClient({"bootstrap.servers": server.bootstrap_servers}) \
-        .list_topics(timeout=30).cluster_id
+    first_cluster = cluster_id(server.bootstrap_servers)
     assert server.terminate() == 0, "".join(server.stderr_lines)[-2000:]
     log_dir = server.log_dir
     # the clean-shutdown marker, and the recovery point at the log end: nothing to recover
@@ -141,8 +146,7 @@ def test_sigterm_is_a_clean_shutdown(serve_process, tmp_path):
                     if "=" in line and not line.startswith("#"))
     assert meta["cluster.id"] == first_cluster
     again = serve_process(log_dir=log_dir)
-    assert ck.admin.AdminClient({"bootstrap.servers": again.bootstrap_servers}) \
-        .list_topics(timeout=30).cluster_id == first_cluster
+    assert cluster_id(again.bootstrap_servers) == first_cluster
     assert again.terminate() == 0
     check_directory(log_dir, "term", acked)
 
