@@ -37,3 +37,13 @@ def test_api_table_matches_supported_apis():
 def test_api_table_parses():
     # the parser above sees every row of the table (a row it skipped would hide a change)
     assert len(doc_table()) == 14
+
+
+def test_config_table_lists_every_broker_key():
+    from kafkastore.server.config import DEFAULTS
+
+    text = DOC.read_text()
+    section = text[text.index("Configuration\n"):text.index("Durability\n")]
+    documented = set(re.findall(r"``([a-z][a-z.]+)``", section))
+    missing = [k for k in DEFAULTS if k not in documented]
+    assert not missing, f"docs/server.rst's config table leaves out {missing}"
