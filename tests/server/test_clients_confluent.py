@@ -298,3 +298,30 @@ def test_read_committed_waits_for_an_open_transaction(make_server, tmp_path):
             assert msg is None or msg.error() is not None, msg.value()
     finally:
         c.close()
+
+
+# librdkafka 2.x's Metadata v12 request for every topic (what list_topics() and a
+# consumer's metadata refresh send), as captured on the wire: its body carries the null
+# topic array in a 4-byte slot it reserved for the count, so 3 bytes follow the fields.
+# Kafka reads the fields and ignores what follows (RequestContext.parseRequest ->
+# AbstractRequest.parseRequest never checks the buffer's remaining bytes), so the
+# server must too, or librdkafka cannot list topics.
+LIBRDKAFKA_METADATA_ALL_TOPICS = bytes.fromhex(
+    "0003000c00000003000772646b61666b610000000000010000")
+
+
+def test_librdkafka_metadata_request_for_all_topics_is_answered(kafka_server):
+    import socket
+    import struct
+
+    with socket.create_connection(("127.0.0.1", kafka_server.port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(LIBRDKAFKA_METADATA_ALL_TOPICS))
+                  + LIBRDKAFKA_METADATA_ALL_TOPICS)
+        head = b""
+        while len(head) < 8:
+            chunk = s.recv(8 - len(head))
+            if not chunk:
+                break
+            head += chunk
+    assert len(head) == 8, "the server closed the connection instead of answering"
+    assert struct.unpack(">i", head[4:])[0] == 3   # the request's correlation id
