@@ -30,3 +30,8 @@ Layout (lower never imports higher; ``pyproject.toml``'s import-linter contract)
 ``error_codes``
     Kafka's error codes, and the code for each of kafkastore's typed refusals.
 """
+
+from kafkastore.server.config import ServerConfig  # noqa: E402
+from kafkastore.server.server import KafkaServer  # noqa: E402
+
+__all__ = ["KafkaServer", "ServerConfig"]
