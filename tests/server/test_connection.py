@@ -145,8 +145,9 @@ def test_a_slow_reader_does_not_grow_the_servers_memory(server):
     sock.connect(("127.0.0.1", server.port))
     sock.setblocking(False)
     sent, stuck_since = 0, None
+    deadline = time.monotonic() + 30
     try:
-        while sent < 400 * len(chunk):
+        while sent < 400 * len(chunk) and time.monotonic() < deadline:
             try:
                 sent += sock.send(chunk[sent % len(chunk):])
                 stuck_since = None
@@ -231,3 +232,47 @@ def test_a_non_loopback_address_is_refused(tmp_path, host):
                        "loopback address"):
         KafkaServer(tmp_path, host=host, port=0)
     assert not (tmp_path / "meta.properties").exists()   # refused before opening anything
+
+
+def _loops():
+    yield "asyncio-sendfile"
+    yield "asyncio-pread"
+    try:
+        import uvloop  # noqa: F401
+        yield "uvloop"
+    except ImportError:
+        yield pytest.param("uvloop", marks=pytest.mark.skip(reason="uvloop is not installed"))
+
+
+@pytest.mark.parametrize("mode", list(_loops()))
+def test_fetched_file_regions_reach_the_socket_byte_for_byte(tmp_path, monkeypatch, mode):
+    """A fetch's records go out as FileRegions: with the stdlib's sendfile, with the pread
+    loop used where the loop has none (forced here), and on uvloop."""
+    from _datapath import fetch_request, produce_request
+
+    from kafkastore.records import encode_batch
+
+    refused = []
+    if mode == "asyncio-pread":
+        async def no_sendfile(self, transport, file, offset, count, **kwargs):
+            refused.append(count)
+            raise asyncio.SendfileNotAvailableError("forced by the test")
+
+        monkeypatch.setattr(asyncio.BaseEventLoop, "sendfile", no_sendfile)
+    batches = [encode_batch([(b"k%d" % i, b"v" * 3000) for i in range(50)]) for _ in range(8)]
+    with KafkaServer(tmp_path, port=0,
+                     event_loop="uvloop" if mode == "uvloop" else "asyncio") as s, \
+            connect(s) as sock:
+        s.broker.create_topic("t", 1)
+        for b in batches:
+            answer = request(sock, 0, 9, produce_request("t", 0, b))
+            assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+        body = request(sock, 1, 12, fetch_request([("t", 0, 0, 50 << 20)]))
+        records = bytes(body["responses"][0]["partitions"][0]["records"])
+        with open(tmp_path / "t-0" / "00000000000000000000.log", "rb") as f:
+            assert records == f.read()
+        assert len(records) > 8 * 50 * 3000
+        # the refused sendfile was asked for every byte; the pread loop then sent them
+        assert (sum(refused) == len(records)) if mode == "asyncio-pread" else not refused
+        # the connection is still in step: the next answer is the next request's
+        assert request(sock, API_VERSIONS, 3, V3, correlation_id=9)["error_code"] == 0
