@@ -169,7 +169,6 @@ def _creatable_configs(broker: Broker, topic: str, overrides: dict) -> list[dict
 async def create_topics(broker: Broker, header, request: dict) -> dict:
     validate_only = bool(request.get("validate_only", False))
     results = []
-    seen: set[str] = set()
     names = [t.get("name") for t in request.get("topics", [])]
     for topic in request.get("topics", []):
         name = topic["name"]
@@ -184,7 +183,6 @@ async def create_topics(broker: Broker, header, request: dict) -> dict:
             # Kafka: a name given twice in one request is refused for every copy
             refuse(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {name} in the request.")
             continue
-        seen.add(name)
         try:
             validate_topic(name)
         except InvalidTopicError as exc:
