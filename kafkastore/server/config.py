@@ -252,11 +252,6 @@ class ServerConfig:
         text = self._values.get("advertised.listeners")
         return parse_listener(str(text), "advertised.listeners") if text else None
 
-    def log_dirs(self) -> list[str]:
-        """``log.dirs`` (comma-separated; Kafka prefers it over ``log.dir``)."""
-        text = self._values.get("log.dirs") or self._values.get("log.dir")
-        return [p.strip() for p in str(text).split(",") if p.strip()] if text else []
-
 
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/\[\]]*):(?P<port>\d+)")
 

@@ -150,9 +150,10 @@ class KafkaServer:
     async def _accept(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
         assert self.broker is not None
-        conn = Connection(self.broker, reader, writer,
-                          max_request_bytes=int(self.config["socket.request.max.bytes"]),  # type: ignore[arg-type]
-                          idle_s=int(self.config["connections.max.idle.ms"]) / 1000)  # type: ignore[arg-type]
+        max_bytes = int(self.config["socket.request.max.bytes"])  # type: ignore[arg-type]
+        idle_ms = int(self.config["connections.max.idle.ms"])  # type: ignore[arg-type]
+        conn = Connection(self.broker, reader, writer, max_request_bytes=max_bytes,
+                          idle_s=idle_ms / 1000)
         conn.task = asyncio.current_task()
         self.connections.add(conn)
         try:
