@@ -31,7 +31,16 @@ Layout (lower never imports higher; ``pyproject.toml``'s import-linter contract)
     Kafka's error codes, and the code for each of kafkastore's typed refusals.
 """
 
-from kafkastore.server.config import ServerConfig  # noqa: E402
-from kafkastore.server.server import KafkaServer  # noqa: E402
-
 __all__ = ["KafkaServer", "ServerConfig"]
+
+
+def __getattr__(name: str):
+    # Imported on first use, so that ``kafkastore.server.broker`` / ``.handlers`` load
+    # without the connection and the codec it needs (PEP 562).
+    if name == "KafkaServer":
+        from kafkastore.server.server import KafkaServer
+        return KafkaServer
+    if name == "ServerConfig":
+        from kafkastore.server.config import ServerConfig
+        return ServerConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
