@@ -150,6 +150,10 @@ def _string_reader(compact: bool, nullable: bool, name: str):
             if n == -1 and nullable:
                 return None, pos
             raise bad(f"{name}: string length {n}", start)
+        if n > 0x7FFF:
+            # as Kafka's generated readers (MessageDataGenerator: "string field ... had
+            # invalid length"): a compact length can say more than an int16 one
+            raise bad(f"{name}: string of {n} bytes (at most 32767)", start)
         if n > end - pos:
             raise bad(f"{name}: string of {n} bytes past the end of the frame", start)
         try:
@@ -187,9 +191,9 @@ def _array_reader(compact: bool, nullable: bool, name: str, elem, min_size: int,
             if n == -1 and nullable:
                 return None, pos
             raise bad(f"{name}: array count {n}", start)
-        # Kafka checks the count against the bytes left before allocating (KAFKA-5062,
-        # the generated readers' "Tried to allocate a collection of size ..."): every
-        # element takes at least min_size bytes.
+        # Kafka checks the count against the bytes left before allocating
+        # (MessageDataGenerator's "Tried to allocate a collection of size ..."); every
+        # element takes at least min_size bytes, so this check is the tighter one.
         if n * min_size > end - pos:
             raise bad(f"{name}: array of {n} elements past the end of the frame", start)
         if fixed_fmt is not None:
