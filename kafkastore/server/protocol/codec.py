@@ -71,6 +71,8 @@ _I32 = struct.Struct(">i")
 def read_uvarint(buf, pos: int, end: int) -> tuple[int, int]:
     """Kafka's unsigned varint (``ByteUtils.readUnsignedVarint``): at most 5 bytes, and
     the value must fit in 32 bits."""
+    if pos < end and buf[pos] < 0x80:
+        return buf[pos], pos + 1  # one byte: the common case
     start = pos
     value = shift = 0
     while True:
@@ -122,6 +124,8 @@ def _length_reader(compact: bool):
     """Reads a length or count: int16/int32 (``wide``) or a compact unsigned varint (n+1);
     -1 is null."""
     def compact_len(buf, pos, end):
+        if pos < end and buf[pos] < 0x80:
+            return buf[pos] - 1, pos + 1
         n, pos = read_uvarint(buf, pos, end)
         return n - 1, pos
 
@@ -363,6 +367,8 @@ def compile_reader(fields, version: int, flexible: bool) -> Callable:
         out = {}
         for step in steps:
             pos = step(buf, pos, end, out)
+        if pos < end and buf[pos] == 0:
+            return out, pos + 1  # no tagged fields: the common case
         return out, read_tagged(buf, pos, end, out, tagged)
     return read_flexible
 
@@ -398,7 +404,10 @@ def _encode_error(message: str) -> InvalidRequestError:
 def _length_writer(compact: bool, wide: bool):
     if compact:
         def write_compact(buf, n):
-            write_uvarint(buf, n + 1)
+            if 0 <= n < 0x7F:
+                buf.append(n + 1)  # one byte: the common case
+            else:
+                write_uvarint(buf, n + 1)
         return write_compact
     pack = (_I32 if wide else _I16).pack
 
@@ -553,10 +562,18 @@ def compile_writer(fields, version: int, flexible: bool) -> Callable:
     steps = tuple(steps)
     tagged.sort(key=lambda t: t[0])
 
+    tagged_names = tuple(f.name for _, f, _ in tagged)
+
     def write(buf, parts, value):
         for step in steps:
             step(buf, parts, value)
         if not flexible:
+            return
+        for name in tagged_names:
+            if name in value:
+                break
+        else:
+            buf.append(0)  # the common case: no tagged field given
             return
         present = []
         for tag, f, writer in tagged:
