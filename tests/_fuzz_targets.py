@@ -36,6 +36,7 @@ import zlib
 from pathlib import Path
 
 import crc32c
+from _protocol_examples import normalize
 
 from kafkastore import compression, records
 from kafkastore.checkpoint import CheckpointFile, OffsetCheckpointFile
@@ -552,17 +553,6 @@ def segment(data: bytes) -> None:
         log.close()
 
 
-def _plain_body(value):
-    """A decoded body with its records memoryviews as bytes (to compare and re-encode)."""
-    if isinstance(value, dict):
-        return {k: _plain_body(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain_body(v) for v in value]
-    if isinstance(value, memoryview):
-        return bytes(value)
-    return value
-
-
 def server_request(data: bytes) -> None:
     """A Kafka request frame (the bytes after the 4-byte size) through the server's
     decoder: ``read_request_header`` + ``decode_request`` decode it or refuse it with
@@ -575,13 +565,13 @@ def server_request(data: bytes) -> None:
     except InvalidRequestError as err:
         assert err.position is not None and 0 <= err.position <= len(data), err
         return
-    body = _plain_body(body)
+    body = normalize(body)
     again = memoryview(protocol.encode_request(header.api_key, header.api_version,
                                                header.correlation_id, header.client_id,
                                                body))[4:]
     header2, pos2 = protocol.read_request_header(again)
     assert header2 == header
-    assert _plain_body(protocol.decode_request(header2, again, pos2)) == body
+    assert normalize(protocol.decode_request(header2, again, pos2)) == body
 
 
 TARGETS = {

@@ -32,6 +32,16 @@ version outside :data:`SUPPORTED_APIS` raises
 :class:`~kafkastore.errors.UnsupportedVersionError`. :func:`encode_response` writes the
 whole response frame: size, header (v0, or v1 for flexible versions; ApiVersions
 always v0, as Kafka's ``ApiKeys.responseHeaderVersion``), body.
+
+Two rules differ from, or add to, Kafka's own parser (``RequestContext.parseRequest``):
+
+* bytes left after the last field of a request body are refused; Kafka's generated
+  readers stop after the last field and ignore them, but no client sends any, and a frame
+  whose sizes do not add up is better refused than half-read;
+* an ApiVersions request at a version above ours is not parsed by Kafka but answered
+  with a v0 response (error UNSUPPORTED_VERSION and the versions supported): the caller
+  does that with ``encode_response(header._replace(api_version=0), ...)`` on the
+  UnsupportedVersionError, as clients read an ApiVersions error response as v0.
 """
 
 from __future__ import annotations
@@ -158,8 +168,8 @@ def decode_request(header: RequestHeader, frame, position: int) -> dict:
     try:
         body, pos = _plan(api_key, api_version, True)[0](buf, position, len(buf))
         if pos != len(buf):
-            # Stricter than Kafka's parser, which ignores what follows the last field:
-            # a well-formed client never sends it (see the module docstring).
+            # Stricter than Kafka's generated readers, which ignore what follows the
+            # last field: a well-formed client never sends it (see the module docstring).
             raise bad(f"{len(buf) - pos} bytes after the request body", pos)
     except InvalidRequestError as err:
         err.api_key, err.api_version = api_key, api_version

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import NamedTuple
 
 from kafkastore.errors import InvalidRequestError
 from kafkastore.server.protocol.schema import UNSET, F, Message, in_range
@@ -144,16 +145,23 @@ def _length_reader(compact: bool):
     return make
 
 
+def _read_size(read_len, buf, pos: int, end: int, nullable: bool, what: str):
+    """A length or count: (n, position after it); -1 (null) only where ``nullable``."""
+    n, after = read_len(buf, pos, end)
+    if n < 0 and (n != -1 or not nullable):
+        raise bad(f"{what} {n}", pos)
+    return n, after
+
+
 def _string_reader(compact: bool, nullable: bool, name: str):
     read_len = _length_reader(compact)(False)
+    what = f"{name}: string length"
 
     def read(buf, pos, end):
         start = pos
-        n, pos = read_len(buf, pos, end)
+        n, pos = _read_size(read_len, buf, pos, end, nullable, what)
         if n < 0:
-            if n == -1 and nullable:
-                return None, pos
-            raise bad(f"{name}: string length {n}", start)
+            return None, pos
         if n > 0x7FFF:
             # as Kafka's generated readers (MessageDataGenerator: "string field ... had
             # invalid length"): a compact length can say more than an int16 one
@@ -169,14 +177,13 @@ def _string_reader(compact: bool, nullable: bool, name: str):
 
 def _bytes_reader(compact: bool, nullable: bool, name: str, records: bool):
     read_len = _length_reader(compact)(True)
+    what = f"{name}: bytes length"
 
     def read(buf, pos, end):
         start = pos
-        n, pos = read_len(buf, pos, end)
+        n, pos = _read_size(read_len, buf, pos, end, nullable, what)
         if n < 0:
-            if n == -1 and nullable:
-                return None, pos
-            raise bad(f"{name}: bytes length {n}", start)
+            return None, pos
         if n > end - pos:
             raise bad(f"{name}: {n} bytes past the end of the frame", start)
         # records: a slice of the frame (zero copy); bytes: a value of its own
@@ -187,14 +194,13 @@ def _bytes_reader(compact: bool, nullable: bool, name: str, records: bool):
 def _array_reader(compact: bool, nullable: bool, name: str, elem, min_size: int, fixed_fmt):
     read_len = _length_reader(compact)(True)
     min_size = max(min_size, 1)
+    what = f"{name}: array count"
 
     def read(buf, pos, end):
         start = pos
-        n, pos = read_len(buf, pos, end)
+        n, pos = _read_size(read_len, buf, pos, end, nullable, what)
         if n < 0:
-            if n == -1 and nullable:
-                return None, pos
-            raise bad(f"{name}: array count {n}", start)
+            return None, pos
         # Kafka checks the count against the bytes left before allocating
         # (MessageDataGenerator's "Tried to allocate a collection of size ..."); every
         # element takes at least min_size bytes, so this check is the tighter one.
@@ -271,41 +277,61 @@ def _min_size(fields, version: int, flexible: bool) -> int:
     return total
 
 
-def _field_reader(field: F, version: int, flexible: bool):
+def _fixed_reader(t: str, name: str):
+    st = struct.Struct(">" + FIXED[t][0])
+    size, unpack = st.size, st.unpack_from
+
+    def read_fixed(buf, pos, end):
+        if end - pos < size:
+            raise bad(f"{name}: {t} past the end of the frame", pos)
+        return unpack(buf, pos)[0], pos + size
+    return read_fixed
+
+
+class _Kit(NamedTuple):
+    """One direction's factories, for :func:`_field_codec`."""
+
+    fixed: Callable    # (type, name)
+    zigzag: Callable   # (type): varint / varlong
+    string: Callable   # (compact, nullable, name)
+    bytes: Callable    # (compact, nullable, name, records)
+    array: Callable    # (compact, nullable, name, elem, min_size, fixed_fmt)
+    struct: Callable   # (fields, version, flexible)
+
+
+def _field_codec(field: F, version: int, flexible: bool, kit: _Kit):
+    """The reader or writer (``kit`` says which) of one field at ``version``."""
     t = field.type
     compact = _is_flexible(field, version, flexible)
     nullable = in_range(version, field.nullable)
     name = field.name
     if t in FIXED:
-        st = struct.Struct(">" + FIXED[t][0])
-        size, unpack = st.size, st.unpack_from
-
-        def read_fixed(buf, pos, end):
-            if end - pos < size:
-                raise bad(f"{name}: {t} past the end of the frame", pos)
-            return unpack(buf, pos)[0], pos + size
-        return read_fixed
+        return kit.fixed(t, name)
     if t in ("varint", "varlong"):
-        return _read_zigzag(5 if t == "varint" else 10)
+        return kit.zigzag(t)
     if t == "string":
-        return _string_reader(compact, nullable, name)
+        return kit.string(compact, nullable, name)
     if t in ("bytes", "records"):
-        return _bytes_reader(compact, nullable, name, t == "records")
+        return kit.bytes(compact, nullable, name, t == "records")
     if t.startswith("[]"):
         inner = t[2:]
         if field.fields is not None:
-            elem = compile_reader(field.fields, version, flexible)
-            return _array_reader(compact, nullable, name, elem,
-                                 _min_size(field.fields, version, flexible), None)
+            return kit.array(compact, nullable, name,
+                             kit.struct(field.fields, version, flexible),
+                             _min_size(field.fields, version, flexible), None)
         if inner in FIXED and inner != "uuid":
-            return _array_reader(compact, nullable, name, None,
-                                 struct.calcsize(">" + FIXED[inner][0]), FIXED[inner][0])
-        elem = _field_reader(F(name, inner, field.versions, flexible=field.flexible),
-                             version, flexible)
-        return _array_reader(compact, nullable, name, elem, 1, None)
+            fmt = FIXED[inner][0]
+            return kit.array(compact, nullable, name, None, struct.calcsize(">" + fmt), fmt)
+        elem = _field_codec(F(name, inner, field.versions, flexible=field.flexible),
+                            version, flexible, kit)
+        return kit.array(compact, nullable, name, elem, 1, None)
     if field.fields is not None:
-        return compile_reader(field.fields, version, flexible)
+        return kit.struct(field.fields, version, flexible)
     raise TypeError(f"field {name}: unknown type {t}")
+
+
+def _field_reader(field: F, version: int, flexible: bool):
+    return _field_codec(field, version, flexible, _READ)
 
 
 def compile_reader(fields, version: int, flexible: bool) -> Callable:
@@ -416,14 +442,18 @@ def _length_writer(compact: bool, wide: bool):
     return write_fixed
 
 
+def _write_null(write_len, buf: bytearray, nullable: bool, name: str) -> None:
+    if not nullable:
+        raise _encode_error(f"{name} is not nullable in this version")
+    write_len(buf, -1)
+
+
 def _string_writer(compact: bool, nullable: bool, name: str):
     write_len = _length_writer(compact, False)
 
     def write(buf, parts, value):
         if value is None:
-            if not nullable:
-                raise _encode_error(f"{name} is not nullable in this version")
-            write_len(buf, -1)
+            _write_null(write_len, buf, nullable, name)
             return
         data = value.encode("utf-8")
         if len(data) > 0x7FFF:
@@ -438,9 +468,7 @@ def _bytes_writer(compact: bool, nullable: bool, name: str, records: bool):
 
     def write(buf, parts, value):
         if value is None:
-            if not nullable:
-                raise _encode_error(f"{name} is not nullable in this version")
-            write_len(buf, -1)
+            _write_null(write_len, buf, nullable, name)
             return
         if records and (isinstance(value, FileRegion) or isinstance(value, list)):
             regions = [value] if isinstance(value, FileRegion) else value
@@ -459,14 +487,12 @@ def _bytes_writer(compact: bool, nullable: bool, name: str, records: bool):
     return write
 
 
-def _array_writer(compact: bool, nullable: bool, name: str, elem, fixed_fmt):
+def _array_writer(compact: bool, nullable: bool, name: str, elem, min_size, fixed_fmt):
     write_len = _length_writer(compact, True)
 
     def write(buf, parts, value):
         if value is None:
-            if not nullable:
-                raise _encode_error(f"{name} is not nullable in this version")
-            write_len(buf, -1)
+            _write_null(write_len, buf, nullable, name)
             return
         write_len(buf, len(value))
         if fixed_fmt is not None:
@@ -477,36 +503,19 @@ def _array_writer(compact: bool, nullable: bool, name: str, elem, fixed_fmt):
     return write
 
 
-def _field_writer(field: F, version: int, flexible: bool):
-    t = field.type
-    compact = _is_flexible(field, version, flexible)
-    nullable = in_range(version, field.nullable)
-    name = field.name
-    if t in FIXED:
-        pack = struct.Struct(">" + FIXED[t][0]).pack
+def _fixed_writer(t: str, name: str):
+    pack = struct.Struct(">" + FIXED[t][0]).pack
 
-        def write_fixed(buf, parts, value):
+    def write_fixed(buf, parts, value):
+        try:
             buf += pack(value)
-        return write_fixed
-    if t in ("varint", "varlong"):
-        return _write_zigzag(32 if t == "varint" else 64)
-    if t == "string":
-        return _string_writer(compact, nullable, name)
-    if t in ("bytes", "records"):
-        return _bytes_writer(compact, nullable, name, t == "records")
-    if t.startswith("[]"):
-        inner = t[2:]
-        if field.fields is not None:
-            return _array_writer(compact, nullable, name,
-                                 compile_writer(field.fields, version, flexible), None)
-        if inner in FIXED and inner != "uuid":
-            return _array_writer(compact, nullable, name, None, FIXED[inner][0])
-        elem = _field_writer(F(name, inner, field.versions, flexible=field.flexible),
-                             version, flexible)
-        return _array_writer(compact, nullable, name, elem, None)
-    if field.fields is not None:
-        return compile_writer(field.fields, version, flexible)
-    raise TypeError(f"field {name}: unknown type {t}")
+        except struct.error as err:
+            raise _encode_error(f"{name}: {err}") from None
+    return write_fixed
+
+
+def _field_writer(field: F, version: int, flexible: bool):
+    return _field_codec(field, version, flexible, _WRITE)
 
 
 def _is_default(field: F, value) -> bool:
@@ -592,6 +601,12 @@ def compile_writer(fields, version: int, flexible: bool) -> Callable:
             write_uvarint(buf, len(sub))
             buf += sub
     return write
+
+
+_READ = _Kit(_fixed_reader, lambda t: _read_zigzag(5 if t == "varint" else 10),
+             _string_reader, _bytes_reader, _array_reader, compile_reader)
+_WRITE = _Kit(_fixed_writer, lambda t: _write_zigzag(32 if t == "varint" else 64),
+              _string_writer, _bytes_writer, _array_writer, compile_writer)
 
 
 def message_plan(message: Message, version: int) -> tuple[Callable, Callable]:
