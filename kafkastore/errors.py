@@ -29,6 +29,7 @@ __all__ = [
     "IndexClosedError",
     "OffsetOutOfRangeError",
     "InvalidRecordError",
+    "InvalidRecordTimestampError",
     "UnexpectedAppendOffsetError",
     "OffsetsOutOfOrderError",
     "InconsistentTopicIdError",
@@ -263,6 +264,15 @@ class InvalidRecordError(CorruptRecordError):
     a control batch from a client, a timestamp outside the allowed window,
     or a LogAppendTime batch appended to a CreateTime log.
     """
+
+
+class InvalidRecordTimestampError(InvalidRecordError, InvalidTimestampError):
+    """A record refused for its timestamp: outside ``message.timestamp.before.max.ms`` /
+    ``after.max.ms`` of the append time, or a producer's batch claiming LogAppendTime.
+    Kafka's ``LogValidator`` reports these as ``INVALID_TIMESTAMP``, every other record
+    refusal as ``INVALID_RECORD``; it is an :class:`InvalidRecordError` too, so callers
+    that catch those see no change. ``offset`` is the record's offset as the producer
+    sent it (its index in a producer's batch), when known."""
 
 
 class UnexpectedAppendOffsetError(KafkaStoreError, ValueError):

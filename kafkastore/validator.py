@@ -54,7 +54,7 @@ from kafkastore.batch_header import (
     UINT32,
 )
 from kafkastore.config import LogConfig
-from kafkastore.errors import InvalidRecordError, RecordTooLargeError
+from kafkastore.errors import InvalidRecordError, InvalidRecordTimestampError, RecordTooLargeError
 from kafkastore.records import (
     CompressionType,
     TimestampType,
@@ -307,7 +307,7 @@ class LogValidator:
             f"{self.path}", position=pos, path=self.path)
 
     def _producer_log_append_time(self, pos: int):
-        raise InvalidRecordError(
+        raise InvalidRecordTimestampError(
             "Invalid timestamp type in message. Producer should not set timestamp type to "
             "LogAppendTime.", position=pos, path=self.path)
 
@@ -327,7 +327,7 @@ def check_timestamp_window(records, now: int, before: int, after: int, path: str
     for record in records:
         ts = record.timestamp
         if ts != -1 and (ts < lo or ts > hi):
-            raise InvalidRecordError(
+            raise InvalidRecordTimestampError(
                 f"Timestamp {ts} of message with offset {record.offset} is out of range. The "
                 f"timestamp should be within [{lo}, {hi}]", offset=record.offset,
                 position=position, path=path)
