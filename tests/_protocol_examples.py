@@ -90,3 +90,58 @@ def normalize(value):
     if isinstance(value, memoryview):
         return bytes(value)
     return value
+
+
+def body_strategy(message, version: int):
+    """A hypothesis strategy of bodies of ``message`` at ``version``: any value of each
+    field's type, null where the version allows it, arrays of 0-3, tagged fields present
+    or not."""
+    from hypothesis import strategies as st
+
+    flexible = in_range(version, message.flexible)
+    ints = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+    def scalar(t: str):
+        if t == "bool":
+            return st.booleans()
+        if t in ints:
+            bits = ints[t]
+            return st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        if t == "uint16":
+            return st.integers(0, 0xFFFF)
+        if t == "uint32":
+            return st.integers(0, 0xFFFFFFFF)
+        if t == "float64":
+            return st.floats(allow_nan=False)
+        if t == "uuid":
+            return st.binary(min_size=16, max_size=16)
+        if t == "string":
+            return st.text(max_size=12)
+        if t in ("bytes", "records"):
+            return st.binary(max_size=40)
+        raise TypeError(t)
+
+    def field(f):
+        t = f.type
+        if t.startswith("[]"):
+            inner = (struct(f.fields) if f.fields is not None else scalar(t[2:]))
+            value = st.lists(inner, max_size=3)
+        elif f.fields is not None:
+            value = struct(f.fields)
+        else:
+            value = scalar(t)
+        return st.none() | value if in_range(version, f.nullable) else value
+
+    def struct(fields):
+        required, optional = {}, {}
+        for f in fields:
+            if not in_range(version, f.versions):
+                continue
+            if f.tag is not None and in_range(version, f.tagged):
+                if flexible:
+                    optional[f.name] = field(f)
+            else:
+                required[f.name] = field(f)
+        return st.fixed_dictionaries(required, optional=optional)
+
+    return struct(message.fields)
