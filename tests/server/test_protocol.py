@@ -279,8 +279,16 @@ def test_a_single_file_region_and_null_records(tmp_path):
 def test_encoding_a_null_where_kafka_allows_none_is_refused():
     with pytest.raises(InvalidRequestError, match="name is not nullable"):
         protocol.encode_response(RequestHeader(3, 1, 1, None), {"topics": [{"name": None}]})
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(InvalidRequestError, match="MetadataResponse v1"):
         protocol.encode_response(RequestHeader(3, 1, 1, None), {"controller_id": "x"})
+    # a wrong type anywhere (a str in an int32 array, an int for a string, an int16
+    # out of range) is the same typed refusal, naming the API and version
+    for body in ({"brokers": [], "topics": [{"partitions": [{"replica_nodes": ["1"]}]}]},
+                 {"topics": [{"name": 5}]},
+                 {"topics": [{"error_code": 1 << 20}]}):
+        with pytest.raises(InvalidRequestError, match="MetadataResponse v1") as err:
+            protocol.encode_response(RequestHeader(3, 1, 1, None), body)
+        assert (err.value.api_key, err.value.api_version) == (3, 1)
 
 
 def test_plans_are_compiled_once():

@@ -189,28 +189,39 @@ def _frame(parts: list, buf: bytearray) -> list:
     return [p for p in parts if isinstance(p, FileRegion) or p]
 
 
+def _write(api_key: int, api_version: int, request: bool, buf: bytearray, body: dict) -> list:
+    """``body`` written after ``buf`` (size placeholder and header): the frame's pieces.
+    A body that does not fit the description (a handler's bug: a None where the version
+    has no null, a str for an int, an int out of range) raises InvalidRequestError
+    naming the API and version, with no position."""
+    writer = _plan(api_key, api_version, request)[1]
+    parts: list = []
+    try:
+        writer(buf, parts, body)
+    except (TypeError, AttributeError, ValueError, OverflowError, struct.error) as exc:
+        # (InvalidRequestError is a ValueError: the codec's own refusals come here too)
+        raise InvalidRequestError(
+            f"cannot encode {API_NAMES[api_key]}{'Request' if request else 'Response'} "
+            f"v{api_version}: {exc}", api_key=api_key, api_version=api_version) from exc
+    return _frame(parts, buf)
+
+
 def encode_response(header: RequestHeader, body: dict) -> list:
     """The whole response frame for ``header``'s request: the 4-byte size, the response
     header and ``body``, as bytes pieces and file regions (see :class:`FileRegion`)."""
     api_key, api_version = header.api_key, header.api_version
-    writer = _plan(api_key, api_version, False)[1]
+    _plan(api_key, api_version, False)  # UnsupportedVersionError before anything else
     buf = bytearray(4)
     buf += _I32.pack(header.correlation_id)
     if _response_flexible(api_key, api_version):
         buf.append(0)  # no tagged fields in the response header
-    parts: list = []
-    try:
-        writer(buf, parts, body)
-    except InvalidRequestError as err:
-        err.api_key, err.api_version = api_key, api_version
-        raise
-    return _frame(parts, buf)
+    return _write(api_key, api_version, False, buf, body)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int,
                    client_id: str | None, body: dict) -> bytes:
     """A whole request frame, size included (for tests and fuzz seeds)."""
-    writer = _plan(api_key, api_version, True)[1]
+    _plan(api_key, api_version, True)  # UnsupportedVersionError before anything else
     buf = bytearray(4)
     buf += _HEAD.pack(api_key, api_version, correlation_id)
     if client_id is None:
@@ -220,9 +231,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int,
         buf += _I16.pack(len(data)) + data
     if _request_flexible(api_key, api_version):
         write_uvarint(buf, 0)
-    parts: list = []
-    writer(buf, parts, body)
-    frame = _frame(parts, buf)
+    frame = _write(api_key, api_version, True, buf, body)
     if len(frame) != 1:
         raise InvalidRequestError("cannot encode: a file region in a request",
                                   api_key=api_key, api_version=api_version)

@@ -121,93 +121,92 @@ def _write_zigzag(bits: int):
     return write
 
 
-def _length_reader(compact: bool):
-    """Reads a length or count: int16/int32 (``wide``) or a compact unsigned varint (n+1);
-    -1 is null."""
-    def compact_len(buf, pos, end):
-        if pos < end and buf[pos] < 0x80:
-            return buf[pos] - 1, pos + 1
-        n, pos = read_uvarint(buf, pos, end)
-        return n - 1, pos
-
-    def make(wide: bool):
-        if compact:
-            return compact_len
-        st = _I32 if wide else _I16
-        size = st.size
-        unpack = st.unpack_from
-
-        def fixed_len(buf, pos, end):
-            if end - pos < size:
-                raise bad("length runs past the end of the frame", pos)
-            return unpack(buf, pos)[0], pos + size
-        return fixed_len
-    return make
+def _compact_len(buf, pos: int, end: int) -> tuple[int, int]:
+    if pos < end and buf[pos] < 0x80:
+        return buf[pos] - 1, pos + 1  # one byte: the common case
+    n, pos = read_uvarint(buf, pos, end)
+    return n - 1, pos
 
 
-def _read_size(read_len, buf, pos: int, end: int, nullable: bool, what: str):
-    """A length or count: (n, position after it); -1 (null) only where ``nullable``."""
+def _length_reader(compact: bool, wide: bool):
+    """Reads a length or count: a compact unsigned varint (n + 1) in flexible versions,
+    else an int32 (``wide``: bytes, arrays) or int16 (strings); -1 is null."""
+    if compact:
+        return _compact_len
+    st = _I32 if wide else _I16
+    size, unpack = st.size, st.unpack_from
+
+    def fixed_len(buf, pos, end):
+        if end - pos < size:
+            raise bad("length runs past the end of the frame", pos)
+        return unpack(buf, pos)[0], pos + size
+    return fixed_len
+
+
+def _read_span(read_len, buf, pos: int, end: int, nullable: bool, what: str, limit: int):
+    """Where a length-prefixed value lies: (start, stop), or (None, position after the
+    length) for a null. The length is checked against ``limit`` and the bytes left before
+    anything is sliced."""
     n, after = read_len(buf, pos, end)
-    if n < 0 and (n != -1 or not nullable):
-        raise bad(f"{what} {n}", pos)
-    return n, after
+    if n < 0:
+        if n == -1 and nullable:
+            return None, after
+        raise bad(f"{what} length {n}", pos)
+    if n > limit:
+        # as Kafka's generated readers (MessageDataGenerator: "string field ... had
+        # invalid length"): a compact length can say more than an int16 one
+        raise bad(f"{what} of {n} bytes (at most {limit})", pos)
+    if n > end - after:
+        raise bad(f"{what} of {n} bytes past the end of the frame", pos)
+    return after, after + n
 
 
 def _string_reader(compact: bool, nullable: bool, name: str):
-    read_len = _length_reader(compact)(False)
-    what = f"{name}: string length"
+    read_len = _length_reader(compact, False)
+    what = f"{name}: string"
 
     def read(buf, pos, end):
-        start = pos
-        n, pos = _read_size(read_len, buf, pos, end, nullable, what)
-        if n < 0:
-            return None, pos
-        if n > 0x7FFF:
-            # as Kafka's generated readers (MessageDataGenerator: "string field ... had
-            # invalid length"): a compact length can say more than an int16 one
-            raise bad(f"{name}: string of {n} bytes (at most 32767)", start)
-        if n > end - pos:
-            raise bad(f"{name}: string of {n} bytes past the end of the frame", start)
+        start, stop = _read_span(read_len, buf, pos, end, nullable, what, 0x7FFF)
+        if start is None:
+            return None, stop
         try:
-            return str(buf[pos:pos + n], "utf-8"), pos + n
+            return str(buf[start:stop], "utf-8"), stop
         except UnicodeDecodeError:
-            raise bad(f"{name}: string is not UTF-8", pos) from None
+            raise bad(f"{name}: string is not UTF-8", start) from None
     return read
 
 
 def _bytes_reader(compact: bool, nullable: bool, name: str, records: bool):
-    read_len = _length_reader(compact)(True)
-    what = f"{name}: bytes length"
+    read_len = _length_reader(compact, True)
+    what = f"{name}: bytes"
 
     def read(buf, pos, end):
-        start = pos
-        n, pos = _read_size(read_len, buf, pos, end, nullable, what)
-        if n < 0:
-            return None, pos
-        if n > end - pos:
-            raise bad(f"{name}: {n} bytes past the end of the frame", start)
+        start, stop = _read_span(read_len, buf, pos, end, nullable, what, 0x7FFFFFFF)
+        if start is None:
+            return None, stop
         # records: a slice of the frame (zero copy); bytes: a value of its own
-        return (buf[pos:pos + n] if records else bytes(buf[pos:pos + n])), pos + n
+        return (buf[start:stop] if records else bytes(buf[start:stop])), stop
     return read
 
 
 def _array_reader(compact: bool, nullable: bool, name: str, elem, min_size: int, fixed_fmt):
-    read_len = _length_reader(compact)(True)
+    read_len = _length_reader(compact, True)
     min_size = max(min_size, 1)
-    what = f"{name}: array count"
 
     def read(buf, pos, end):
         start = pos
-        n, pos = _read_size(read_len, buf, pos, end, nullable, what)
+        n, pos = read_len(buf, pos, end)
         if n < 0:
-            return None, pos
+            if n == -1 and nullable:
+                return None, pos
+            raise bad(f"{name}: array count {n}", start)
         # Kafka checks the count against the bytes left before allocating
         # (MessageDataGenerator's "Tried to allocate a collection of size ..."); every
         # element takes at least min_size bytes, so this check is the tighter one.
         if n * min_size > end - pos:
             raise bad(f"{name}: array of {n} elements past the end of the frame", start)
         if fixed_fmt is not None:
-            st = struct.Struct(">" + fixed_fmt * n)
+            st = struct.Struct(f">{n}{fixed_fmt}")
             return list(st.unpack_from(buf, pos)), pos + st.size
         out = []
         append = out.append
@@ -424,7 +423,7 @@ def read_tagged(buf, pos: int, end: int, out: dict, tagged: dict) -> int:
 # == writers =================================================================================
 
 def _encode_error(message: str) -> InvalidRequestError:
-    return InvalidRequestError(f"cannot encode: {message}")
+    return InvalidRequestError(message)
 
 
 def _length_writer(compact: bool, wide: bool):
@@ -496,7 +495,7 @@ def _array_writer(compact: bool, nullable: bool, name: str, elem, min_size, fixe
             return
         write_len(buf, len(value))
         if fixed_fmt is not None:
-            buf += struct.pack(">" + fixed_fmt * len(value), *value)
+            buf += struct.pack(f">{len(value)}{fixed_fmt}", *value)
             return
         for item in value:
             elem(buf, parts, item)
