@@ -137,6 +137,19 @@ def test_golden_metadata_v1_null_topics_and_v9_compact():
         "include_topic_authorized_operations": False}
 
 
+def test_golden_librdkafka_metadata_all_topics_with_its_leftover_bytes():
+    # librdkafka 2.x asks Metadata v12 for all topics with the 4-byte placeholder of the
+    # topic count left in place (rd_kafka_MetadataRequest0): Kafka reads a null array
+    # (varint 0), allow_auto_topic_creation, include_topic_authorized_operations and the
+    # tagged fields from the zeros and ignores the 3 bytes left. The bytes as captured.
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    header, pos = protocol.read_request_header(memoryview(frame))
+    assert header == RequestHeader(3, 12, 3, "rdkafka") and pos == 18
+    assert protocol.decode_request(header, memoryview(frame), pos) == {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}
+
+
 def test_golden_produce_v9_request_records_are_a_slice_of_the_frame():
     batch = bytes(range(61)) * 3
     golden = (struct.pack(">hhi", 0, 9, 11) + _str16("p") + b"\x00"

@@ -26,22 +26,22 @@ A frame is the bytes after the 4-byte size. :func:`read_request_header` reads th
 header (v1, or v2 with tagged fields when the API's version is flexible: Kafka's
 ``ApiKeys.requestHeaderVersion``); :func:`decode_request` the body. Every declared
 length and count is checked against the bytes left before anything is allocated; a
-frame that does not decode, or leaves bytes after its body, raises
-:class:`~kafkastore.errors.InvalidRequestError` with the byte position, and an API key or
-version outside :data:`SUPPORTED_APIS` raises
+frame that does not decode raises :class:`~kafkastore.errors.InvalidRequestError` with
+the byte position, and an API key or version outside :data:`SUPPORTED_APIS` raises
 :class:`~kafkastore.errors.UnsupportedVersionError`. :func:`encode_response` writes the
 whole response frame: size, header (v0, or v1 for flexible versions; ApiVersions
 always v0, as Kafka's ``ApiKeys.responseHeaderVersion``), body.
 
-Two rules differ from, or add to, Kafka's own parser (``RequestContext.parseRequest``):
+Bytes left after the last field of a request body are ignored, as Kafka's generated
+readers ignore them (``RequestContext.parseRequest`` reads the fields and stops): librdkafka
+relies on it. Its Metadata request for all topics in flexible versions (v9+) keeps the
+4-byte placeholder of the topic count (``rd_kafka_MetadataRequest0``), so Kafka reads a
+null array, three more fields from the zeros, and leaves three bytes unread.
 
-* bytes left after the last field of a request body are refused; Kafka's generated
-  readers stop after the last field and ignore them, but no client sends any, and a frame
-  whose sizes do not add up is better refused than half-read;
-* an ApiVersions request at a version above ours is not parsed by Kafka but answered
-  with a v0 response (error UNSUPPORTED_VERSION and the versions supported): the caller
-  does that with ``encode_response(header._replace(api_version=0), ...)`` on the
-  UnsupportedVersionError, as clients read an ApiVersions error response as v0.
+An ApiVersions request at a version above ours is not parsed by Kafka but answered with a
+v0 response (error UNSUPPORTED_VERSION and the versions supported): the caller does that
+with ``encode_response(header._replace(api_version=0), ...)`` on the
+UnsupportedVersionError, as clients read an ApiVersions error response as v0.
 """
 
 from __future__ import annotations
@@ -156,7 +156,8 @@ def read_request_header(frame) -> tuple[RequestHeader, int]:
 
 
 def decode_request(header: RequestHeader, frame, position: int) -> dict:
-    """The body of a request from ``frame[position:]``; every byte must belong to it."""
+    """The body of a request from ``frame[position:]`` (bytes after its last field are
+    ignored, as Kafka ignores them)."""
     api_key, api_version = header.api_key, header.api_version
     supported = SUPPORTED_APIS.get(api_key)
     if supported is None or not supported[0] <= api_version <= supported[1]:
@@ -166,11 +167,9 @@ def decode_request(header: RequestHeader, frame, position: int) -> dict:
             position=0, api_key=api_key, api_version=api_version)
     buf = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
-        body, pos = _plan(api_key, api_version, True)[0](buf, position, len(buf))
-        if pos != len(buf):
-            # Stricter than Kafka's generated readers, which ignore what follows the
-            # last field: a well-formed client never sends it (see the module docstring).
-            raise bad(f"{len(buf) - pos} bytes after the request body", pos)
+        # What follows the last field is left unread, as Kafka does (librdkafka's
+        # Metadata request sends such bytes: see the module docstring).
+        body, _ = _plan(api_key, api_version, True)[0](buf, position, len(buf))
     except InvalidRequestError as err:
         err.api_key, err.api_version = api_key, api_version
         raise

@@ -1,0 +1,155 @@
+"""librdkafka (confluent-kafka) as the codec's oracle: the first client the issue names.
+
+A stub broker on 127.0.0.1 (port 0) speaks only through the codec: it reads each request
+with read_request_header + decode_request and answers ApiVersions, Metadata and Produce
+with encode_response; nothing of the server's handlers is involved. librdkafka negotiates
+its versions from our ApiVersions answer, so what it sends is its encoding of the highest
+versions both sides speak, and what it reads back is ours. A frame our codec refuses, or
+an answer librdkafka cannot read, fails the test.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+import pytest
+
+from kafkastore import records
+from kafkastore.server import protocol
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+admin_module = pytest.importorskip("confluent_kafka.admin")
+
+TOPIC_ID = bytes(range(1, 17))
+
+
+class StubBroker:
+    """One node (id 1) with topic ``t`` of two partitions; Produce appends nowhere but
+    counts offsets per partition. Records every (api_key, api_version) it decoded and the
+    record batches produced."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.seen: list[tuple[int, int]] = []
+        self.errors: list[BaseException] = []
+        self.batches: list[bytes] = []
+        self.offsets = {0: 0, 1: 0}
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.closed = True
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _read(conn, n: int) -> bytes | None:
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def _serve(self, conn) -> None:
+        with conn:
+            while True:
+                size = self._read(conn, 4)
+                frame = size and self._read(conn, struct.unpack(">i", size)[0])
+                if not frame:
+                    return
+                try:
+                    header, pos = protocol.read_request_header(memoryview(frame))
+                    body = protocol.decode_request(header, memoryview(frame), pos)
+                    with self.lock:
+                        self.seen.append((header.api_key, header.api_version))
+                        answer = self._answer(header, body)
+                except Exception as exc:  # recorded and failed in the test's thread
+                    self.errors.append(exc)
+                    return
+                if answer is not None:
+                    conn.sendall(b"".join(protocol.encode_response(header, answer)))
+
+    def _answer(self, header, body):
+        if header.api_key == 18:
+            return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+                {"api_key": k, "min_version": lo, "max_version": hi}
+                for k, (lo, hi) in sorted(protocol.SUPPORTED_APIS.items())]}
+        if header.api_key == 3:
+            return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.port}],
+                    "cluster_id": "stub-cluster", "controller_id": 1, "topics": [
+                        {"name": "t", "topic_id": TOPIC_ID, "partitions": [
+                            {"partition_index": p, "leader_id": 1, "leader_epoch": 0,
+                             "replica_nodes": [1], "isr_nodes": [1]} for p in (0, 1)]}]}
+        if header.api_key == 0:
+            responses = []
+            for topic in body["topic_data"]:
+                parts = []
+                for part in topic["partition_data"]:
+                    data = bytes(part["records"])
+                    self.batches.append(data)
+                    count = sum(b.record_count for b in records.iter_batches(data))
+                    base = self.offsets[part["index"]]
+                    self.offsets[part["index"]] += count
+                    parts.append({"index": part["index"], "base_offset": base,
+                                  "log_start_offset": 0})
+                responses.append({"name": topic["name"], "partition_responses": parts})
+            return None if body["acks"] == 0 else {"responses": responses}
+        raise AssertionError(f"the stub does not answer API key {header.api_key}")
+
+
+@pytest.fixture(name="stub")
+def stub_fixture():
+    broker = StubBroker()
+    yield broker
+    broker.close()
+    assert not broker.errors, broker.errors
+
+
+def test_librdkafka_reads_our_metadata(stub):
+    admin = admin_module.AdminClient({"bootstrap.servers": f"127.0.0.1:{stub.port}"})
+    metadata = admin.list_topics(timeout=20)
+    assert metadata.cluster_id == "stub-cluster"
+    assert metadata.controller_id == 1
+    assert {b.id: (b.host, b.port) for b in metadata.brokers.values()} == {
+        1: ("127.0.0.1", stub.port)}
+    topic = metadata.topics["t"]
+    assert topic.error is None and sorted(topic.partitions) == [0, 1]
+    assert topic.partitions[1].leader == 1 and topic.partitions[1].isrs == [1]
+    # librdkafka asked ApiVersions (v3, flexible, with its software name) and Metadata
+    assert (18, 3) in stub.seen
+    assert any(key == 3 for key, _ in stub.seen)
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd", "snappy"])
+def test_librdkafka_produces_through_our_codec(stub, codec):
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": f"127.0.0.1:{stub.port}", "compression.type": codec,
+        "linger.ms": 5, "acks": "all"})
+    delivered = []
+
+    def on_delivery(err, msg):
+        delivered.append((err, msg.partition(), msg.offset()))
+    for i in range(5):
+        producer.produce("t", value=b"v%d" % i, key=b"k", partition=i % 2,
+                         on_delivery=on_delivery)
+    assert producer.flush(20) == 0
+    assert all(err is None for err, _, _ in delivered), delivered
+    assert sorted((p, o) for _, p, o in delivered) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
+    # the record batches came through the request decoder intact (CRC and all)
+    values = sorted(r.value for data in stub.batches for r in records.iter_records(data))
+    assert values == [b"v%d" % i for i in range(5)]
+    produce_versions = {v for key, v in stub.seen if key == 0}
+    assert produce_versions and max(produce_versions) >= 7
