@@ -37,6 +37,9 @@ class StubBroker:
         self.errors: list[BaseException] = []
         self.batches: list[bytes] = []
         self.offsets = {0: 0, 1: 0}
+        #: per partition, one single-record batch per offset (what Fetch serves)
+        self.stored = {0: [records.encode_batch([(b"k", b"value-%d" % i)], base_offset=i)
+                           for i in range(3)], 1: []}
         self.lock = threading.Lock()
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -107,6 +110,26 @@ class StubBroker:
                                   "log_start_offset": 0})
                 responses.append({"name": topic["name"], "partition_responses": parts})
             return None if body["acks"] == 0 else {"responses": responses}
+        if header.api_key == 2:   # ListOffsets: earliest 0, latest the count
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "timestamp": -1, "leader_epoch": 0,
+                 "offset": 0 if p["timestamp"] == -2 else len(self.stored[p["partition_index"]])}
+                for p in t["partitions"]]} for t in body["topics"]]}
+        if header.api_key == 1:   # Fetch: the stored batches from the fetch offset
+            responses = []
+            for topic in body["topics"]:
+                parts = []
+                for p in topic["partitions"]:
+                    stored = self.stored.get(p["partition"], [])
+                    data = b"".join(stored[p["fetch_offset"]:])
+                    parts.append({"partition_index": p["partition"],
+                                  "high_watermark": len(stored),
+                                  "last_stable_offset": len(stored), "log_start_offset": 0,
+                                  "aborted_transactions": None, "records": data})
+                responses.append({"topic": topic.get("topic", ""),
+                                  "topic_id": topic.get("topic_id", b"\0" * 16),
+                                  "partitions": parts})
+            return {"responses": responses}
         raise AssertionError(f"the stub does not answer API key {header.api_key}")
 
 
@@ -153,3 +176,27 @@ def test_librdkafka_produces_through_our_codec(stub, codec):
     assert values == [b"v%d" % i for i in range(5)]
     produce_versions = {v for key, v in stub.seen if key == 0}
     assert produce_versions and max(produce_versions) >= 7
+
+
+def test_librdkafka_fetches_through_our_codec(stub):
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": f"127.0.0.1:{stub.port}", "group.id": "g",
+        "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    try:
+        low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition("t", 0),
+                                                   timeout=20)
+        assert (low, high) == (0, 3)
+        consumer.assign([confluent_kafka.TopicPartition("t", 0, 0)])
+        got = []
+        for _ in range(200):
+            msg = consumer.poll(0.1)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append((msg.offset(), msg.value()))
+            if len(got) == 3:
+                break
+    finally:
+        consumer.close()
+    assert got == [(i, b"value-%d" % i) for i in range(3)]
+    fetch_versions = {v for key, v in stub.seen if key == 1}
+    assert fetch_versions and max(fetch_versions) >= 13, stub.seen   # topic ids (v13+)
