@@ -130,7 +130,42 @@ class StubBroker:
                                   "topic_id": topic.get("topic_id", b"\0" * 16),
                                   "partitions": parts})
             return {"responses": responses}
+        admin = self._admin(header.api_key, body)
+        if admin is not None:
+            return admin
         raise AssertionError(f"the stub does not answer API key {header.api_key}")
+
+    def _admin(self, key: int, body: dict):
+        """The admin APIs: each request's entities echoed back with error 0."""
+        if key == 22:   # InitProducerId
+            return {"producer_id": 1000, "producer_epoch": 0}
+        if key == 19:   # CreateTopics
+            return {"topics": [{"name": t["name"], "topic_id": TOPIC_ID,
+                                "num_partitions": t["num_partitions"],
+                                "replication_factor": t["replication_factor"],
+                                "configs": []} for t in body["topics"]]}
+        if key == 20:   # DeleteTopics: by name (v0-v5) or by DeleteTopicState (v6)
+            names = body.get("topic_names") or [t["name"] for t in body.get("topics", [])]
+            return {"responses": [{"name": n} for n in names]}
+        if key == 37:   # CreatePartitions
+            return {"results": [{"name": t["name"]} for t in body["topics"]]}
+        if key == 32:   # DescribeConfigs
+            return {"results": [{"resource_type": r["resource_type"],
+                                 "resource_name": r["resource_name"], "configs": [
+                                     {"name": "retention.ms", "value": "604800000",
+                                      "config_source": 5, "synonyms": []}]}
+                                for r in body["resources"]]}
+        if key == 44:   # IncrementalAlterConfigs
+            self.altered = [(c["name"], c["config_operation"], c["value"])
+                            for r in body["resources"] for c in r["configs"]]
+            return {"responses": [{"resource_type": r["resource_type"],
+                                   "resource_name": r["resource_name"]}
+                                  for r in body["resources"]]}
+        if key == 21:   # DeleteRecords: the new low watermark is the offset asked
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "low_watermark": p["offset"]}
+                for p in t["partitions"]]} for t in body["topics"]]}
+        return None
 
 
 @pytest.fixture(name="stub")
@@ -200,3 +235,44 @@ def test_librdkafka_fetches_through_our_codec(stub):
     assert got == [(i, b"value-%d" % i) for i in range(3)]
     fetch_versions = {v for key, v in stub.seen if key == 1}
     assert fetch_versions and max(fetch_versions) >= 13, stub.seen   # topic ids (v13+)
+
+
+def test_librdkafka_admin_requests_through_our_codec(stub):
+    from confluent_kafka.admin import (
+        AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic,
+        ResourceType)
+
+    admin = admin_module.AdminClient({"bootstrap.servers": f"127.0.0.1:{stub.port}"})
+    for future in admin.create_topics([NewTopic("new", 3, 1)]).values():
+        assert future.result(20) is None
+    for future in admin.create_partitions([NewPartitions("t", 4)]).values():
+        assert future.result(20) is None
+    resource = ConfigResource(ResourceType.TOPIC, "t")
+    (configs,) = admin.describe_configs([resource]).values()
+    assert configs.result(20)["retention.ms"].value == "604800000"
+    alter = ConfigResource(ResourceType.TOPIC, "t", incremental_configs=[
+        ConfigEntry("retention.ms", "5000", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([alter]).values():
+        assert future.result(20) is None
+    assert stub.altered == [("retention.ms", 0, "5000")]
+    cluster = admin.describe_cluster().result(20)   # librdkafka asks Metadata for it
+    assert cluster.cluster_id == "stub-cluster" and [n.id for n in cluster.nodes] == [1]
+    deleted = admin.delete_records([confluent_kafka.TopicPartition("t", 0, 2)])
+    assert [f.result(20).low_watermark for f in deleted.values()] == [2]
+    for future in admin.delete_topics(["new"]).values():
+        assert future.result(20) is None
+    keys = {key for key, _ in stub.seen}
+    assert {19, 20, 21, 32, 37, 44} <= keys, stub.seen
+
+
+def test_librdkafka_idempotent_producer_through_our_codec(stub):
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": f"127.0.0.1:{stub.port}", "enable.idempotence": True})
+    delivered = []
+    producer.produce("t", value=b"once", partition=1,
+                     on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert producer.flush(20) == 0
+    assert delivered == [(None, 0)]
+    assert any(key == 22 for key, _ in stub.seen), stub.seen
+    (batch,) = [b for data in stub.batches for b in records.iter_batches(data)]
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1000, 0, 0)
