@@ -341,7 +341,7 @@ def test_mistakes_in_a_real_process_exit_with_one_line(tmp_path, argv, code, mes
 
 
 @pytest.mark.parametrize("command", ["demo", "dump-log", "describe", "produce", "consume",
-                                     "verify", "compact", "retention", "bench"])
+                                     "verify", "compact", "retention", "bench", "serve"])
 def test_every_command_has_help_with_an_example(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])

@@ -2,8 +2,7 @@
 
 Each family of commands is a module with ``register(cli)``
 (:class:`~kafkastore.cli.shared.CommandLine`): it adds its subcommands and, when it reads
-sources other than a local directory, a reader of the read commands. A new family (the
-server's, next) is one module and its entry in :data:`FAMILIES`.
+sources other than a local directory, a reader of the read commands. A new family is one module and its entry in :data:`FAMILIES`.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import sys
 
 from kafkastore import __version__
 from kafkastore._kernels import BACKEND
-from kafkastore.cli import bench, demo, local, tiered, uri
+from kafkastore.cli import bench, demo, local, server, tiered, uri
 from kafkastore.cli.shared import EXIT_USAGE, CommandLine, UsageError
 from kafkastore.errors import KafkaStoreError
 
@@ -23,7 +22,7 @@ __all__ = ["FAMILIES", "build_parser", "main"]
 #: The families, in the order ``kafkastore --help`` lists their subcommands; a read
 #: command asks their readers in this order too (``--tiered`` decides before a URI's
 #: scheme does), and reads a local directory itself when none takes the source.
-FAMILIES = (demo, local, tiered, uri, bench)
+FAMILIES = (demo, local, tiered, uri, bench, server)
 
 
 def build_parser() -> argparse.ArgumentParser:

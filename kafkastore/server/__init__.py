@@ -30,3 +30,17 @@ Layout (lower never imports higher; ``pyproject.toml``'s import-linter contract)
 ``error_codes``
     Kafka's error codes, and the code for each of kafkastore's typed refusals.
 """
+
+__all__ = ["KafkaServer", "ServerConfig"]
+
+
+def __getattr__(name: str):
+    # Imported on first use, so that ``kafkastore.server.broker`` / ``.handlers`` load
+    # without the connection and the codec it needs (PEP 562).
+    if name == "KafkaServer":
+        from kafkastore.server.server import KafkaServer
+        return KafkaServer
+    if name == "ServerConfig":
+        from kafkastore.server.config import ServerConfig
+        return ServerConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

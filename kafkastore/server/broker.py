@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from collections.abc import Mapping
 
+from kafkastore.config import LogConfig
 from kafkastore.log import Log
 from kafkastore.manager import LogManager
 from kafkastore.server.config import ServerConfig
@@ -35,6 +36,14 @@ class Broker:
         self.port = port
         self.extras: dict[str, object] = {}
         self._appended: asyncio.Event | None = None
+        #: host and port clients are told to connect to (``advertised.listeners``, else
+        #: the bound address); KafkaServer sets them once bound
+        self.advertised_host: str | None = None
+        self.advertised_port: int | None = None
+        # the topic config overrides given through the API (the manager holds the same
+        # and applies them; kept here to tell DYNAMIC_TOPIC_CONFIG from the defaults)
+        self._overrides: dict[str, dict[str, object]] = {}
+        self._log_defaults: LogConfig | None = None
 
     # -- topics ---------------------------------------------------------------------
     def log(self, topic: str, partition: int) -> Log | None:
@@ -54,9 +63,58 @@ class Broker:
                      configs: Mapping[str, object] | None = None) -> None:
         """Create ``topic`` with partitions ``0 .. num_partitions - 1`` (those missing)."""
         if configs:
-            self.manager.set_topic_config(topic, dict(configs))
+            self.set_topic_overrides(topic, dict(configs))
         for p in range(num_partitions):
             self.manager.get_or_create(topic, p)
+
+    def auto_create_topic(self, topic: str) -> bool:
+        """Create ``topic`` with ``num.partitions`` partitions if
+        ``auto.create.topics.enable`` (Kafka's ``AutoTopicCreationManager``, for a
+        Metadata request with ``allow_auto_topic_creation`` and a Produce); True if
+        the topic exists afterwards."""
+        if self.partitions(topic) is not None:
+            return True
+        if not self.config["auto.create.topics.enable"]:
+            return False
+        self.create_topic(topic, int(self.config["num.partitions"]))  # type: ignore[arg-type]
+        return True
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete every partition of ``topic`` (renamed ``-delete``, removed after
+        ``file.delete.delay.ms``, as Kafka) and forget its overrides."""
+        for p in self.partitions(topic) or []:
+            self.manager.delete(topic, p)
+        if topic in self._overrides:
+            self.set_topic_overrides(topic, {})
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id (Kafka's Uuid string, from ``partition.metadata``), or None."""
+        for p in self.partitions(topic) or []:
+            log = self.log(topic, p)
+            if log is not None and log.topic_id:
+                return log.topic_id
+        return None
+
+    # -- topic configs ----------------------------------------------------------------
+    def log_defaults(self) -> LogConfig:
+        """The broker's topic defaults (the ``log.*`` keys over Kafka's defaults)."""
+        if self._log_defaults is None:
+            self._log_defaults = self.config.log_defaults()
+        return self._log_defaults
+
+    def topic_overrides(self, topic: str) -> dict[str, object]:
+        return dict(self._overrides.get(topic, {}))
+
+    def set_topic_overrides(self, topic: str, overrides: Mapping[str, object]) -> None:
+        """Replace ``topic``'s overrides (in memory: the manager does not persist them)."""
+        self.manager.set_topic_config(topic, dict(overrides) or None)
+        if overrides:
+            self._overrides[topic] = dict(overrides)
+        else:
+            self._overrides.pop(topic, None)
+
+    def advertised(self) -> tuple[str, int]:
+        return (self.advertised_host or self.host, self.advertised_port or self.port)
 
     # -- appends and the fetches waiting for them -----------------------------------
     def notify_append(self, topic: str, partition: int) -> None:
