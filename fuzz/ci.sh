@@ -9,8 +9,9 @@
 # 2. builds the instrumented kernels in a temporary copy of HEAD (fuzz/build.sh);
 # 3. runs every target for <seconds> on the compiled backend and <seconds>/3 on the pure one,
 #    two at a time (fuzz/run.py), and prints the executions per target. The checkpoint
-#    target runs on the compiled backend only: kafkastore.checkpoint imports no kernel, so
-#    its pure run would fuzz the same Python again.
+#    and server_request targets run on the compiled backend only: kafkastore.checkpoint
+#    and kafkastore.server.protocol import no kernel, so their pure runs would fuzz the
+#    same Python again.
 #
 # Exits non-zero if any target found something; the inputs are then in fuzz/out/ (and the
 # figures in fuzz/out/figures.json). .ci/run gives <seconds>=30 (a smoke run: the committed
@@ -52,7 +53,7 @@ bash "$REPO/fuzz/build.sh" "$PY" "$BUILD/repo"
 
 rc=0
 "$PY" "$REPO/fuzz/run.py" --python "$PY" --build "$BUILD/repo" --seconds "$SECS" \
-    --pure-seconds "$(( (SECS + 2) / 3 ))" --pure-skip checkpoint --jobs 2 --out "$REPO/fuzz/out" \
+    --pure-seconds "$(( (SECS + 2) / 3 ))" --pure-skip checkpoint,server_request --jobs 2 --out "$REPO/fuzz/out" \
     --figures "$REPO/fuzz/out/figures.json" || rc=$?
 echo "fuzz/ci.sh: done in $((SECONDS - START))s (exit $rc)"
 exit "$rc"

@@ -36,12 +36,14 @@ import zlib
 from pathlib import Path
 
 import crc32c
+from _protocol_examples import normalize
 
 from kafkastore import compression, records
 from kafkastore.checkpoint import CheckpointFile, OffsetCheckpointFile
-from kafkastore.errors import CorruptRecordError, KafkaStoreError
+from kafkastore.errors import CorruptRecordError, InvalidRequestError, KafkaStoreError
 from kafkastore.index import OffsetIndex, TimeIndex
 from kafkastore.log import Log
+from kafkastore.server import protocol
 
 __all__ = ["TARGETS", "BATCH_FIELDS", "Provider", "seeds", "fix_crcs"]
 
@@ -551,6 +553,27 @@ def segment(data: bytes) -> None:
         log.close()
 
 
+def server_request(data: bytes) -> None:
+    """A Kafka request frame (the bytes after the 4-byte size) through the server's
+    decoder: ``read_request_header`` + ``decode_request`` decode it or refuse it with
+    InvalidRequestError (UnsupportedVersionError included), nothing else, not even another
+    KafkaStoreError; what decodes encodes again and decodes to the same body."""
+    view = memoryview(data)
+    try:
+        header, pos = protocol.read_request_header(view)
+        body = protocol.decode_request(header, view, pos)
+    except InvalidRequestError as err:
+        assert err.position is not None and 0 <= err.position <= len(data), err
+        return
+    body = normalize(body)
+    again = memoryview(protocol.encode_request(header.api_key, header.api_version,
+                                               header.correlation_id, header.client_id,
+                                               body))[4:]
+    header2, pos2 = protocol.read_request_header(again)
+    assert header2 == header
+    assert normalize(protocol.decode_request(header2, again, pos2)) == body
+
+
 TARGETS = {
     "batch_v2": batch_v2,
     "legacy": legacy,
@@ -560,6 +583,7 @@ TARGETS = {
     "index": index,
     "checkpoint": checkpoint,
     "segment": segment,
+    "server_request": server_request,
 }
 
 
@@ -646,5 +670,18 @@ def seeds(target: str) -> list[bytes]:
             for flags in (0, 1):
                 out.append(struct.pack(">BIHH", flags, base, len(idx), len(tix)) + idx + tix
                            + seg.read_bytes()[:56000])
+        return out
+    if target == "server_request":
+        # a valid request of each API at its lowest and highest supported version, full
+        # and sparse (tests/_protocol_examples.py)
+        from _protocol_examples import example_body
+        from kafkastore.server.protocol.messages import REQUESTS
+
+        out = []
+        for key, (lo, hi) in sorted(protocol.SUPPORTED_APIS.items()):
+            for version in sorted({lo, hi}):
+                for variant in ("full", "sparse"):
+                    body = example_body(REQUESTS[key], version, variant)
+                    out.append(protocol.encode_request(key, version, 1, "fuzz", body)[4:])
         return out
     raise KeyError(target)

@@ -50,7 +50,7 @@ import logging
 import os
 
 from kafkastore.errors import InvalidRequestError, UnsupportedVersionError
-from kafkastore.server import protocol
+import kafkastore.server.protocol as protocol
 from kafkastore.server.broker import Broker
 from kafkastore.server.error_codes import ErrorCode
 from kafkastore.server.handlers import HANDLERS, admin

@@ -20,6 +20,7 @@ import re
 
 from kafkastore.config import ConfigError, LogConfig
 from kafkastore.errors import InvalidTopicError, KafkaStoreError
+import kafkastore.server.protocol as protocol
 from kafkastore.server.broker import Broker
 from kafkastore.server.error_codes import ErrorCode, error_code_for
 from kafkastore.topic import validate_topic
@@ -41,8 +42,6 @@ _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "do
 
 
 def _api_keys() -> list[dict]:
-    # imported here: the handlers load (and their tests run) without the codec
-    from kafkastore.server import protocol
     return [{"api_key": k, "min_version": lo, "max_version": hi}
             for k, (lo, hi) in sorted(protocol.SUPPORTED_APIS.items())]
 

@@ -25,17 +25,7 @@ from kafkastore.server.handlers.offsets import ISOLATION_LEVELS, ZERO_UUID, \
     check_current_leader_epoch, topic_id_bytes
 from kafkastore.txn_index import READ_COMMITTED, READ_UNCOMMITTED
 
-try:
-    from kafkastore.server.protocol import FileRegion
-except ImportError:   # (until the codec lands: the same contract, file/position/size)
-    class FileRegion:  # type: ignore[no-redef]
-        __slots__ = ("file", "position", "size")
-
-        def __init__(self, file, position: int, size: int) -> None:
-            self.file, self.position, self.size = file, position, size
-
-        def close(self) -> None:
-            self.file.close()
+from kafkastore.server.protocol import FileRegion
 
 __all__ = ["HANDLERS", "FetchSessionCache", "fetch"]
 
