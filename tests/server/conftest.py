@@ -20,16 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkastore.server import KafkaServer
+
 REPO = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"listening on (?P<host>[0-9.]+):(?P<port>\d+)")
-
-
-def _server_class():
-    try:
-        from kafkastore.server import KafkaServer
-    except ImportError as exc:   # the lifecycle lands with the network part of issue 29
-        pytest.skip(f"kafkastore.server.KafkaServer is not there yet: {exc}")
-    return KafkaServer
 
 
 @pytest.fixture
@@ -37,13 +31,12 @@ def make_server(tmp_path):
     """A factory: ``make_server(config=None, log_dir=None)`` starts a KafkaServer on
     127.0.0.1 port 0 over ``log_dir`` (default: a new directory under ``tmp_path``);
     every server it started is stopped at the end of the test."""
-    cls = _server_class()
     started = []
 
     def make(config=None, log_dir=None):
         if log_dir is None:
             log_dir = tmp_path / f"logs{len(started)}"
-        server = cls(str(log_dir), config=dict(config or {}), host="127.0.0.1", port=0)
+        server = KafkaServer(str(log_dir), config=dict(config or {}), host="127.0.0.1", port=0)
         server.start()
         server.log_dir = str(log_dir)   # for the tests' own checks of the directory
         started.append(server)
@@ -128,7 +121,6 @@ def serve_process(tmp_path):
     procs = []
 
     def make(config=None, log_dir=None):
-        _server_class()   # skips while the server is not there
         p = ServerProcess(log_dir or tmp_path / f"plogs{len(procs)}", config or {})
         procs.append(p)
         return p

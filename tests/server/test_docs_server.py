@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 DOC = Path(__file__).resolve().parents[2] / "docs" / "server.rst"
 ROW = re.compile(r"^([A-Z][A-Za-z]+)\s+(\d+)\s+(\d+)-(\d+)(\s|$)")
 
@@ -23,10 +21,8 @@ def doc_table():
 
 
 def test_api_table_matches_supported_apis():
-    try:
-        from kafkastore.server import protocol
-    except ImportError as exc:
-        pytest.skip(f"kafkastore.server.protocol is not there yet: {exc}")
+    from kafkastore.server import protocol
+
     table = doc_table()
     assert {k: (lo, hi) for k, (_, lo, hi) in table.items()} == \
         {k: tuple(v) for k, v in protocol.SUPPORTED_APIS.items()}

@@ -89,10 +89,10 @@ def test_acks_all_survive_kill_9(serve_process, flush):
     check_directory(server.log_dir, "dur", acked)
 
 
-def test_kill_9_while_producing(serve_process):
-    """The server is killed in the middle of a stream of produces: the acknowledged ones
-    are all there (the ones not acknowledged may or may not be)."""
-    server = serve_process()
+def stop_while_producing(server, topic, stop_server, at_least):
+    """Stream produces (acks=all) to ``server`` from a thread; once ``at_least`` are
+    acknowledged call ``stop_server()``; (what it returned, the acknowledged
+    (offset, key, value), sorted)."""
     acked, stop = [], threading.Event()
 
     def report(err, msg):
@@ -106,7 +106,7 @@ def test_kill_9_while_producing(serve_process):
         i = 0
         while not stop.is_set():
             try:
-                p.produce("live", key=b"%d" % i, value=b"v%d" % i, partition=0,
+                p.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0,
                           on_delivery=report)
             except BufferError:
                 pass
@@ -117,15 +117,23 @@ def test_kill_9_while_producing(serve_process):
     t.start()
     try:
         deadline = time.monotonic() + 60
-        while len(acked) < 2000 and time.monotonic() < deadline:
+        while len(acked) < at_least and time.monotonic() < deadline:
             time.sleep(0.05)
-        server.kill()
+        result = stop_server()
     finally:
         stop.set()
         t.join(30)
     p.flush(10)
-    assert len(acked) >= 2000
-    check_directory(server.log_dir, "live", sorted(acked))
+    assert len(acked) >= at_least, f"{len(acked)} acknowledged in 60 s"
+    return result, sorted(acked)
+
+
+def test_kill_9_while_producing(serve_process):
+    """The server is killed in the middle of a stream of produces: the acknowledged ones
+    are all there (the ones not acknowledged may or may not be)."""
+    server = serve_process()
+    _, acked = stop_while_producing(server, "live", server.kill, 2000)
+    check_directory(server.log_dir, "live", acked)
 
 
 def test_sigterm_is_a_clean_shutdown(serve_process, tmp_path):
@@ -155,36 +163,7 @@ def test_sigterm_answers_in_flight_produces(serve_process):
     """SIGTERM while a producer streams: the server exits 0 and every produce it
     acknowledged is in the log."""
     server = serve_process()
-    acked, failed, stop = [], [], threading.Event()
-
-    def report(err, msg):
-        (acked if err is None else failed).append(
-            (msg.offset(), msg.key(), msg.value()) if err is None else err)
-
-    p = ck.Producer({"bootstrap.servers": server.bootstrap_servers, "acks": "all",
-                     "linger.ms": 1, "message.timeout.ms": 5000, "retries": 0})
-
-    def run():
-        i = 0
-        while not stop.is_set():
-            try:
-                p.produce("inflight", value=b"v%d" % i, partition=0, on_delivery=report)
-            except BufferError:
-                pass
-            p.poll(0.001)
-            i += 1
-
-    t = threading.Thread(target=run)
-    t.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(acked) < 1000 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        code = server.terminate()
-    finally:
-        stop.set()
-        t.join(30)
-    p.flush(10)
+    code, acked = stop_while_producing(server, "inflight", server.terminate, 1000)
     assert code == 0, "".join(server.stderr_lines)[-2000:]
     assert os.path.exists(os.path.join(server.log_dir, ".kafka_cleanshutdown"))
-    check_directory(server.log_dir, "inflight", sorted(acked))
+    check_directory(server.log_dir, "inflight", acked)
