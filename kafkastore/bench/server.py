@@ -5,7 +5,9 @@ Workload (issue 29's): ``n`` records of 100-byte values (no key), produced to on
 partition with confluent-kafka (librdkafka: ``acks=all``, ``linger.ms=5``, batches up to
 1 MiB, no compression) and consumed back from offset 0. The server runs as a child
 process (``python -m kafkastore serve``), so its CPU time is its own: read from
-``/proc/<pid>/stat`` before and after each phase (Linux; elsewhere it is left out).
+``/proc/<pid>/stat`` before and after each phase (Linux; elsewhere it is left out). The
+client's CPU time (this process, librdkafka's threads included) is measured beside it:
+where the client's is the larger, the client, not the server, sets the pace.
 
 Measured in the same run:
 
@@ -73,6 +75,8 @@ class ServerResult:
     read_sendfile_s: float
     produce_cpu_s: float | None
     fetch_cpu_s: float | None
+    produce_client_cpu_s: float   # this process (librdkafka's threads included)
+    fetch_client_cpu_s: float
     latency_p50_ms: float
     latency_p99_ms: float
     latency_samples: int
@@ -323,11 +327,11 @@ def run_server_workload(records: int = 1_000_000, *, latency_samples: int = 1000
             futures = admin.create_topics(                          # its futures run)
                 [NewTopic(TOPIC, num_partitions=1, replication_factor=1)])
             futures[TOPIC].result(60)
-            cpu0 = _cpu_seconds(proc.pid)
+            cpu0, own0 = _cpu_seconds(proc.pid), time.process_time()
             produce_s = _produce(ck, bootstrap, records)
-            cpu1 = _cpu_seconds(proc.pid)
+            cpu1, own1 = _cpu_seconds(proc.pid), time.process_time()
             fetch_s = _fetch(ck, bootstrap, records)
-            cpu2 = _cpu_seconds(proc.pid)
+            cpu2, own2 = _cpu_seconds(proc.pid), time.process_time()
             lat = _latency(ck, bootstrap, latency_samples)
         finally:
             _stop_server(proc)
@@ -343,6 +347,7 @@ def run_server_workload(records: int = 1_000_000, *, latency_samples: int = 1000
             read_sendfile_s=read_s,
             produce_cpu_s=cpu1 - cpu0 if have_cpu else None,
             fetch_cpu_s=cpu2 - cpu1 if have_cpu else None,
+            produce_client_cpu_s=own1 - own0, fetch_client_cpu_s=own2 - own1,
             latency_p50_ms=_percentile(lat, 0.50) * 1e3,
             latency_p99_ms=_percentile(lat, 0.99) * 1e3, latency_samples=len(lat))
     finally:
@@ -356,16 +361,18 @@ def format_result(r: ServerResult, markdown: bool = False) -> str:
         return "-" if v is None else f"{v:.2f}"
 
     rows = []
-    for name, seconds, cpu_s, base_name, base_s in (
-            ("produce (server)", r.produce_s, r.produce_cpu_s, "Log.append_batches",
-             r.append_batches_s),
-            ("fetch (server)", r.fetch_s, r.fetch_cpu_s, "read + sendfile", r.read_sendfile_s)):
+    for name, seconds, cpu_s, client_s, base_name, base_s in (
+            ("produce (server)", r.produce_s, r.produce_cpu_s, r.produce_client_cpu_s,
+             "Log.append_batches", r.append_batches_s),
+            ("fetch (server)", r.fetch_s, r.fetch_cpu_s, r.fetch_client_cpu_s,
+             "read + sendfile", r.read_sendfile_s)):
         mb, rec = r.rate(seconds)
         rows.append((name, f"{mb:.1f}", f"{rec:,.0f}", cpu(r.cpu_per_gb(cpu_s)),
-                     f"{base_s / seconds:.2f}x"))
+                     cpu(r.cpu_per_gb(client_s)), f"{base_s / seconds:.2f}x"))
         mb, rec = r.rate(base_s)
-        rows.append((base_name, f"{mb:.1f}", f"{rec:,.0f}", "-", "1.00x"))
-    header = ("phase", "MB/s", "records/s", "server CPU s/GB", "server / library")
+        rows.append((base_name, f"{mb:.1f}", f"{rec:,.0f}", "-", "-", "1.00x"))
+    header = ("phase", "MB/s", "records/s", "server CPU s/GB", "client CPU s/GB",
+              "server / library")
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
