@@ -43,3 +43,25 @@ def test_config_table_lists_every_broker_key():
     documented = set(re.findall(r"``([a-z][a-z.]+)``", section))
     missing = [k for k in DEFAULTS if k not in documented]
     assert not missing, f"docs/server.rst's config table leaves out {missing}"
+
+
+def test_pytest_fixture_example_runs(tmp_path):
+    """The docs' pytest fixture example, as written, passes under pytest."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("confluent_kafka", reason="the example uses confluent-kafka")
+    text = DOC.read_text()
+    start = text.index(".. code-block:: python", text.index("A pytest fixture\n"))
+    end = text.index("\n\n``KafkaServer.start()``", start)
+    code = "\n".join(line[4:] for line in text[start:end].splitlines()[1:])
+    (tmp_path / "test_example.py").write_text(code)
+    env = dict(os.environ, PYTHONPATH=str(DOC.parents[1]))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_example.py")], capture_output=True,
+                          text=True, timeout=180, env=env, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 passed" in done.stdout
