@@ -211,3 +211,43 @@ def test_slow_reader_that_never_drains(kafka_server):
     finally:
         slow.close()
     alive(kafka_server)
+
+
+def fetch_v4(correlation_id, topic, partition=0, offset=0, max_bytes=64 << 20):
+    """A FetchRequest v4 built by hand: replica -1, no wait, one partition."""
+    name = topic.encode()
+    body = struct.pack(">iiiib", -1, 0, 1, max_bytes, 0)
+    body += struct.pack(">ih", 1, len(name)) + name
+    body += struct.pack(">iiqi", 1, partition, offset, max_bytes)
+    return frame(1, 4, correlation_id, body)
+
+
+def test_slow_reader_of_large_fetches(kafka_server):
+    """Fetches whose answers (segment bytes sent with sendfile) the client never reads:
+    the server goes on serving everyone else, and the stuck connection does not hold it
+    up when the client finally goes away."""
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra")
+    bs = kafka_server.bootstrap_servers
+    p = ck.Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 20})
+    for i in range(20_000):
+        p.produce("heavy", value=b"%06d" % i + b"x" * 994, partition=0)
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    # a client that reads gets the whole 20 MB in one answer to this request
+    with connect(kafka_server) as s:
+        s.sendall(fetch_v4(99, "heavy"))
+        answer = read_frame(s)
+    assert struct.unpack_from(">i", answer)[0] == 99 and len(answer) > 20_000_000
+    slow = connect(kafka_server)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        for corr in range(5):     # ~100 MB of answers waiting on a 4 KiB receive buffer
+            slow.sendall(fetch_v4(100 + corr, "heavy"))
+        time.sleep(1)
+        t0 = time.monotonic()
+        alive(kafka_server)
+        assert time.monotonic() - t0 < 30
+    finally:
+        slow.close()
+    alive(kafka_server)
