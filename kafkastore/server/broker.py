@@ -14,9 +14,24 @@ from kafkastore.log import Log
 from kafkastore.manager import LogManager
 from kafkastore.server.config import ServerConfig, TopicConfigFile
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "CloseConnection"]
 
 _log = logging.getLogger("kafkastore.server")
+
+
+class CloseConnection:
+    """What a handler returns instead of a response body to have the connection closed
+    (after a log line saying ``reason``), as Kafka's ``RequestChannel.closeConnection``:
+    a Produce with ``acks=0`` that failed for a partition gets no response, so closing
+    the connection is how the client learns of it (``KafkaApis.handleProduceRequest``)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"CloseConnection({self.reason!r})"
 
 
 class Broker:
