@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Mapping
 
 from kafkastore.config import LogConfig
 from kafkastore.errors import KafkaStorageError
 from kafkastore.log import Log
 from kafkastore.manager import LogManager
-from kafkastore.server.config import ServerConfig, TopicConfigFile
+from kafkastore.server.config import ServerConfig, TopicConfigFile, random_uuid
 
 __all__ = ["Broker", "CloseConnection"]
 
@@ -52,7 +51,7 @@ class Broker:
         self.manager = manager
         self.config = config if config is not None else ServerConfig()
         self.node_id = int(self.config["node.id"])
-        self.cluster_id = cluster_id or _random_cluster_id()
+        self.cluster_id = cluster_id or random_uuid()
         self.host = host
         self.port = port
         self.extras: dict[str, object] = {}
@@ -199,8 +198,3 @@ class Broker:
         except (asyncio.TimeoutError, TimeoutError):
             return False
 
-
-def _random_cluster_id() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: URL-safe base64 of 16 bytes, unpadded."""
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -51,21 +51,22 @@ TopicConfigFile is written from the server's event loop only.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
 import re
-import uuid
 from collections.abc import Mapping
 
+from kafkastore import _fileio
 from kafkastore.checkpoint import write_atomically
 from kafkastore.cleaner import CleanerConfig
 from kafkastore.config import ConfigError, LogConfig, parse_properties
-from kafkastore import _fileio
 from kafkastore.errors import InvalidMetaPropertiesError, KafkaStorageError
 from kafkastore.log_dir import MetaProperties, read_meta_properties
 from kafkastore.manager import ManagerConfig
+# Kafka's Uuid.randomUuid (never a reserved id, never a leading '-'), for the cluster and
+# directory ids of meta.properties
+from kafkastore.partition_metadata import random_uuid
 
 __all__ = ["DEFAULTS", "TOPIC_CONFIGS_FILE", "ServerConfig", "TopicConfigFile",
            "ensure_meta_properties", "parse_listener", "random_uuid"]
@@ -288,17 +289,6 @@ def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
         return host, port
     raise ConfigError(f"{key} has no PLAINTEXT listener ({text!r}): kafkastore serve speaks "
                       "PLAINTEXT only (no TLS or SASL)", key=key, value=text)
-
-
-def random_uuid() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: URL-safe base64 of 16 bytes, unpadded."""
-    while True:
-        raw = uuid.uuid4().bytes
-        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-        # Kafka's Uuid.randomUuid never returns an id starting with '-' (a CLI argument
-        # would read as an option) nor the reserved ids
-        if not text.startswith("-"):
-            return text
 
 
 def ensure_meta_properties(log_dir: str, node_id: int) -> MetaProperties:

@@ -221,7 +221,7 @@ class Connection:
                            "(correlation id %d) from %s does not encode",
                            protocol.API_NAMES.get(header.api_key), header.api_version,
                            header.correlation_id, self.peer)
-            _close_regions(body)
+            protocol.close_regions(body)
             error = self._error_body(header)
             if error is None:
                 return False
@@ -283,14 +283,3 @@ class Connection:
             position += len(chunk)
             left -= len(chunk)
 
-
-def _close_regions(value: object) -> None:
-    """Close every FileRegion inside a response body that will not be sent."""
-    if isinstance(value, protocol.FileRegion):
-        value.close()
-    elif isinstance(value, dict):
-        for v in value.values():
-            _close_regions(v)
-    elif isinstance(value, list):
-        for v in value:
-            _close_regions(v)

@@ -13,13 +13,13 @@ pytest.importorskip("kafkastore.server.protocol",
                     reason="the codec (kafkastore.server.protocol) is not on this branch yet")
 
 from _datapath import batch, fetch_request, produce_request  # noqa: E402
-from _wire import closed_by_peer, connect, request  # noqa: E402
+from _wire import API_VERSIONS_V3 as V3, closed_by_peer, connect, request, \
+    still_serves  # noqa: E402
 
 from kafkastore.server import KafkaServer, protocol  # noqa: E402
 from kafkastore.server.handlers import HANDLERS  # noqa: E402
 
 PRODUCE, FETCH, METADATA, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 3, 18, 60
-V3 = {"client_software_name": "tests", "client_software_version": "1.0"}
 
 
 @pytest.fixture
@@ -27,11 +27,6 @@ def server(tmp_path):
     with KafkaServer(tmp_path / "logs", port=0) as s:
         s.broker.create_topic("t", 1)
         yield s
-
-
-def _still_serves(server) -> None:
-    with connect(server) as other:
-        assert request(other, API_VERSIONS, 3, V3)["error_code"] == 0
 
 
 # -- acks=0 -----------------------------------------------------------------------------------
@@ -64,7 +59,7 @@ def test_a_failed_acks0_produce_closes_the_connection_with_a_log_line(server, ca
     assert f"{topic}-0={code}" in caplog.text
     assert "correlation id 11" in caplog.text and "ack=0" in caplog.text
     assert server.broker.log("t", 0).log_end_offset == 0
-    _still_serves(server)
+    still_serves(server)
 
 
 # -- a response that does not encode -----------------------------------------------------------
@@ -98,7 +93,7 @@ def test_a_response_that_does_not_encode_is_a_server_error(server, monkeypatch, 
         assert "throttle_time_ms" in caplog.text
     # not reported as the client's fault
     assert "does not decode" not in caplog.text
-    _still_serves(server)
+    still_serves(server)
 
 
 # -- the segment's file offset ------------------------------------------------------------

@@ -26,7 +26,7 @@ from kafkastore.server.handlers.offsets import ISOLATION_LEVELS, ZERO_UUID, \
     check_current_leader_epoch, topic_id_bytes
 from kafkastore.txn_index import READ_COMMITTED, READ_UNCOMMITTED
 
-from kafkastore.server.protocol import FileRegion
+from kafkastore.server.protocol import FileRegion, close_regions
 
 __all__ = ["HANDLERS", "FetchSessionCache", "fetch"]
 
@@ -205,13 +205,6 @@ def _group(parts: list[dict], answers: list[dict]) -> list[dict]:
     return out
 
 
-def _close_regions(answers: list[dict]) -> None:
-    for answer in answers:
-        region = answer.get("records")
-        if isinstance(region, FileRegion):
-            region.close()
-
-
 # -- the handler --------------------------------------------------------------------------
 
 def _changed(cached: dict, answer: dict) -> bool:
@@ -286,7 +279,7 @@ async def fetch(broker: Broker, header, request: dict) -> dict:
         answers, total, failed = _read_all(broker, parts, max_bytes, isolation)
         if not parts or total >= min_bytes or failed or remaining <= 0:
             break
-        _close_regions(answers)
+        close_regions(answers)
         if not await broker.wait_for_append(remaining):
             answers = _read_all(broker, parts, max_bytes, isolation)[0]
             break
@@ -298,7 +291,7 @@ async def fetch(broker: Broker, header, request: dict) -> dict:
                 keep_parts.append(part)
                 keep.append(answer)
             else:
-                _close_regions((answer,))
+                close_regions(answer)
         parts, answers = keep_parts, keep
     return {"throttle_time_ms": 0, "error_code": 0,
             "session_id": 0 if session is None else session.id,
