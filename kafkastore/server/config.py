@@ -339,19 +339,20 @@ class TopicConfigFile:
     leaves the old overrides or the new ones. A missing file means no overrides. Kafka
     keeps these in its metadata log; here they are a regular file, which Kafka's
     ``LogManager.loadLogs`` skips (it iterates the log directory's sub-directories).
-
-    Raises (from :meth:`read`)
-    --------------------------
-    ConfigError
-        The file is not this format (the server refuses to start rather than open a
-        compacted topic with the delete policy). ``path`` names the file.
     """
 
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.path = os.path.join(os.path.abspath(os.fspath(log_dir)), TOPIC_CONFIGS_FILE)
 
     def read(self) -> dict[str, dict[str, object]]:
-        """The overrides, ``{topic: {name: value}}``; empty without a file."""
+        """The overrides, ``{topic: {name: value}}``; empty without a file.
+
+        Raises
+        ------
+        ConfigError
+            The file is not this format (the server refuses to start rather than open a
+            compacted topic with the delete policy); ``path`` names the file.
+        """
         data = _fileio.read_file(self.path)
         if data is None:
             return {}
