@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import os
 
-from kafkastore import _fileio
 from kafkastore.batch_header import ATTRIBUTES_OFFSET, CODEC_MASK, LENGTH_OFFSET, \
     LOG_OVERHEAD, MAGIC_OFFSET
+from kafkastore.checkpoint import write_atomically
 from kafkastore.errors import InvalidRecordError, InvalidRecordTimestampError, KafkaStoreError, \
     RecordTooLargeError
 from kafkastore.records import iter_batches
@@ -220,14 +220,8 @@ class ProducerIdManager:
         if self._next >= self._end:
             start = self._recorded()
             end = start + PRODUCER_ID_BLOCK_SIZE
-            tmp = self._path + ".tmp"
-            fs = _fileio.fs
-            with open(tmp, "w", encoding="ascii") as f:
-                f.write(f"{end}\n")
-                f.flush()
-                fs.fsync(f.fileno())
-            os.replace(tmp, self._path)
-            fs.fsync_dir(os.path.dirname(self._path))
+            # write .tmp, fsync, rename, fsync the directory (Kafka's checkpoint protocol)
+            write_atomically(self._path, f"{end}\n".encode("ascii"))
             self._next, self._end = start, end
         pid = self._next
         self._next += 1
