@@ -4,15 +4,33 @@ append notifications that long-polling fetches wait on."""
 from __future__ import annotations
 
 import asyncio
-import uuid
+import logging
 from collections.abc import Mapping
 
 from kafkastore.config import LogConfig
+from kafkastore.errors import KafkaStorageError
 from kafkastore.log import Log
 from kafkastore.manager import LogManager
-from kafkastore.server.config import ServerConfig
+from kafkastore.server.config import ServerConfig, TopicConfigFile, random_uuid
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "CloseConnection"]
+
+_log = logging.getLogger("kafkastore.server")
+
+
+class CloseConnection:
+    """What a handler returns instead of a response body to have the connection closed
+    (after a log line saying ``reason``), as Kafka's ``RequestChannel.closeConnection``:
+    a Produce with ``acks=0`` that failed for a partition gets no response, so closing
+    the connection is how the client learns of it (``KafkaApis.handleProduceRequest``)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"CloseConnection({self.reason!r})"
 
 
 class Broker:
@@ -27,11 +45,13 @@ class Broker:
 
     def __init__(self, manager: LogManager, config: ServerConfig | None = None, *,
                  host: str = "127.0.0.1", port: int = 9092,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None,
+                 topic_config_file: TopicConfigFile | None = None,
+                 topic_overrides: Mapping[str, Mapping[str, object]] | None = None) -> None:
         self.manager = manager
         self.config = config if config is not None else ServerConfig()
         self.node_id = int(self.config["node.id"])
-        self.cluster_id = cluster_id or _random_cluster_id()
+        self.cluster_id = cluster_id or random_uuid()
         self.host = host
         self.port = port
         self.extras: dict[str, object] = {}
@@ -41,9 +61,13 @@ class Broker:
         self.advertised_host: str | None = None
         self.advertised_port: int | None = None
         # the topic config overrides given through the API (the manager holds the same
-        # and applies them; kept here to tell DYNAMIC_TOPIC_CONFIG from the defaults)
-        self._overrides: dict[str, dict[str, object]] = {}
+        # and applies them; kept here to tell DYNAMIC_TOPIC_CONFIG from the defaults),
+        # persisted in topic_config_file when there is one
+        self._overrides: dict[str, dict[str, object]] = {
+            t: dict(o) for t, o in (topic_overrides or {}).items() if o}
+        self._config_file = topic_config_file
         self._log_defaults: LogConfig | None = None
+        self._forget_stale_overrides()
 
     # -- topics ---------------------------------------------------------------------
     def log(self, topic: str, partition: int) -> Log | None:
@@ -85,7 +109,15 @@ class Broker:
         for p in self.partitions(topic) or []:
             self.manager.delete(topic, p)
         if topic in self._overrides:
-            self.set_topic_overrides(topic, {})
+            try:
+                self.set_topic_overrides(topic, {})
+            except KafkaStorageError as exc:
+                # the topic is gone: forget its overrides here all the same; the file's
+                # stale entry is dropped by the next write or the next start
+                _log.warning("kafkastore serve: %s; the overrides of the deleted topic %s "
+                             "stay in the file until the next start", exc, topic)
+                self.manager.set_topic_config(topic, None)
+                self._overrides.pop(topic, None)
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's id (Kafka's Uuid string, from ``partition.metadata``), or None."""
@@ -106,12 +138,42 @@ class Broker:
         return dict(self._overrides.get(topic, {}))
 
     def set_topic_overrides(self, topic: str, overrides: Mapping[str, object]) -> None:
-        """Replace ``topic``'s overrides (in memory: the manager does not persist them)."""
+        """Replace ``topic``'s overrides ({} removes them): the manager applies them to
+        the topic's logs, and the topic config file (if any) records them before this
+        returns.
+
+        Raises
+        ------
+        ConfigError
+            A bad override (nothing changed).
+        KafkaStorageError
+            The file could not be written; the overrides in force are the old ones.
+        """
+        old = self._overrides.get(topic)
         self.manager.set_topic_config(topic, dict(overrides) or None)
+        new = dict(self._overrides)
         if overrides:
-            self._overrides[topic] = dict(overrides)
+            new[topic] = dict(overrides)
         else:
-            self._overrides.pop(topic, None)
+            new.pop(topic, None)
+        if self._config_file is not None:
+            try:
+                self._config_file.write(new)
+            except BaseException:
+                self.manager.set_topic_config(topic, old)
+                raise
+        self._overrides = new
+
+    def _forget_stale_overrides(self) -> None:
+        """Drop the overrides of topics without partitions: a crash between creating a
+        topic's overrides and its first partition, or between deleting its partitions
+        and its overrides, leaves them; a topic created later under that name must not
+        inherit them (Kafka removes a topic's configs with the topic)."""
+        topics = self.topics()
+        for topic in [t for t in self._overrides if t not in topics]:
+            _log.info("kafkastore serve: dropping the config overrides of %s, a topic "
+                      "with no partitions", topic)
+            self.set_topic_overrides(topic, {})
 
     def advertised(self) -> tuple[str, int]:
         return (self.advertised_host or self.host, self.advertised_port or self.port)
@@ -136,8 +198,3 @@ class Broker:
         except (asyncio.TimeoutError, TimeoutError):
             return False
 
-
-def _random_cluster_id() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: URL-safe base64 of 16 bytes, unpadded."""
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -36,26 +36,40 @@ created on the first start (a random cluster id and directory id), read on later
 the cluster id persists; a ``node.id`` that differs from the file's is refused
 (:class:`~kafkastore.errors.InvalidMetaPropertiesError`, with Kafka's wording).
 
-Thread-safety: a ServerConfig is not changed after construction; share it freely.
+Topic config overrides
+----------------------
+The overrides clients set (CreateTopics ``configs``, IncrementalAlterConfigs) are kept in
+``kafkastore-topic-configs.json`` at the top of the log directory
+(:class:`TopicConfigFile`) and given back to the log manager at the next start. Kafka keeps
+them in its metadata log; a regular file at the log directory's top is what Kafka's
+``LogManager.loadLogs`` ignores (it opens sub-directories only), so the directory stays one
+Kafka loads.
+
+Thread-safety: a ServerConfig is not changed after construction; share it freely. A
+TopicConfigFile is written from the server's event loop only.
 """
 
 from __future__ import annotations
 
-import base64
+import json
 import logging
 import os
 import re
-import uuid
 from collections.abc import Mapping
 
+from kafkastore import _fileio
+from kafkastore.checkpoint import write_atomically
 from kafkastore.cleaner import CleanerConfig
 from kafkastore.config import ConfigError, LogConfig, parse_properties
-from kafkastore.errors import InvalidMetaPropertiesError
+from kafkastore.errors import InvalidMetaPropertiesError, KafkaStorageError
 from kafkastore.log_dir import MetaProperties, read_meta_properties
 from kafkastore.manager import ManagerConfig
+# Kafka's Uuid.randomUuid (never a reserved id, never a leading '-'), for the cluster and
+# directory ids of meta.properties
+from kafkastore.partition_metadata import random_uuid
 
-__all__ = ["DEFAULTS", "ServerConfig", "ensure_meta_properties", "parse_listener",
-           "random_uuid"]
+__all__ = ["DEFAULTS", "TOPIC_CONFIGS_FILE", "ServerConfig", "TopicConfigFile",
+           "ensure_meta_properties", "parse_listener", "random_uuid"]
 
 _log = logging.getLogger("kafkastore.server")
 
@@ -277,17 +291,6 @@ def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
                       "PLAINTEXT only (no TLS or SASL)", key=key, value=text)
 
 
-def random_uuid() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: URL-safe base64 of 16 bytes, unpadded."""
-    while True:
-        raw = uuid.uuid4().bytes
-        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-        # Kafka's Uuid.randomUuid never returns an id starting with '-' (a CLI argument
-        # would read as an option) nor the reserved ids
-        if not text.startswith("-"):
-            return text
-
-
 def ensure_meta_properties(log_dir: str, node_id: int) -> MetaProperties:
     """The identity ``log_dir``'s ``meta.properties`` holds, or a new one (version 1, a
     random cluster id and directory id) for a directory without one; the caller writes
@@ -314,3 +317,78 @@ def ensure_meta_properties(log_dir: str, node_id: int) -> MetaProperties:
             "you intend to create a new node, you should remove all data in your data "
             "directories.", key="node.id", path=path)
     return found
+
+
+#: The file at the top of the log directory holding the topic config overrides.
+TOPIC_CONFIGS_FILE = "kafkastore-topic-configs.json"
+_TOPIC_CONFIGS_VERSION = 1
+
+
+class TopicConfigFile:
+    """The topic config overrides set through the API, kept across restarts.
+
+    The file is ``<log dir>/kafkastore-topic-configs.json``, UTF-8 JSON::
+
+        {"version": 1,
+         "topics": {"orders": {"cleanup.policy": "compact", "retention.ms": "86400000"}}}
+
+    ``topics`` maps a topic to its overrides (Kafka's topic-level names, the values as
+    the client sent them); a topic without overrides is absent, and so is a deleted one.
+    The file is replaced whole by :func:`kafkastore.checkpoint.write_atomically` (write
+    ``.tmp``, fsync, rename, fsync the directory: Kafka's checkpoint protocol), so a crash
+    leaves the old overrides or the new ones. A missing file means no overrides. Kafka
+    keeps these in its metadata log; here they are a regular file, which Kafka's
+    ``LogManager.loadLogs`` skips (it iterates the log directory's sub-directories).
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
+        self.path = os.path.join(os.path.abspath(os.fspath(log_dir)), TOPIC_CONFIGS_FILE)
+
+    def read(self) -> dict[str, dict[str, object]]:
+        """The overrides, ``{topic: {name: value}}``; empty without a file.
+
+        Raises
+        ------
+        ConfigError
+            The file is not this format (the server refuses to start rather than open a
+            compacted topic with the delete policy); ``path`` names the file.
+        """
+        data = _fileio.read_file(self.path)
+        if data is None:
+            return {}
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ConfigError(f"{self.path} is not JSON: {exc}", path=self.path) from None
+        version = doc.get("version") if isinstance(doc, dict) else None
+        if version != _TOPIC_CONFIGS_VERSION:
+            raise ConfigError(f"{self.path}: expected an object of version "
+                              f"{_TOPIC_CONFIGS_VERSION}, found version {version!r}",
+                              path=self.path)
+        topics = doc.get("topics")
+        if not isinstance(topics, dict) or not all(
+                isinstance(o, dict) and all(isinstance(k, str) for k in o)
+                for o in topics.values()):
+            raise ConfigError(f"{self.path}: 'topics' must map each topic to an object of "
+                              "config names and values", path=self.path)
+        return {topic: dict(overrides) for topic, overrides in topics.items() if overrides}
+
+    def write(self, configs: Mapping[str, Mapping[str, object]]) -> None:
+        """Replace the file by ``configs`` (crash-safe; see the class docstring).
+
+        Raises
+        ------
+        KafkaStorageError
+            A write, fsync or rename failed (the old file is left unless the rename
+            happened).
+        """
+        doc = {"version": _TOPIC_CONFIGS_VERSION,
+               "topics": {t: dict(o) for t, o in sorted(configs.items()) if o}}
+        data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
+        try:
+            write_atomically(self.path, data)
+        except OSError as exc:
+            if isinstance(exc, KafkaStorageError):
+                raise
+            raise KafkaStorageError.from_os_error(exc, "Writing the topic configs",
+                                                  self.path) from exc

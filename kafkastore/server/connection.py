@@ -25,7 +25,9 @@ The loop, per connection (Kafka's ``SocketServer.Processor`` and ``NetworkReceiv
   connection with a log line (Kafka does);
 * the handler (:data:`kafkastore.server.handlers.HANDLERS`) runs; the next request is not
   read until its response is written (Kafka mutes a channel while a request is in flight,
-  which is what keeps a connection's responses in the order of its requests);
+  which is what keeps a connection's responses in the order of its requests); a handler
+  that returns :class:`~kafkastore.server.broker.CloseConnection` (a Produce with
+  ``acks=0`` that failed) has the connection closed with a log line, no response;
 * an exception escaping a handler is logged with its traceback and answered, as Kafka's
   ``RequestHandlerHelper.handleError``, with ``UNKNOWN_SERVER_ERROR`` where the response
   has a top-level ``error_code`` at that version (ApiVersions, InitProducerId,
@@ -53,7 +55,7 @@ from kafkastore.errors import InvalidRequestError, UnsupportedVersionError
 import kafkastore.server.protocol as protocol
 from kafkastore.server.broker import Broker
 from kafkastore.server.error_codes import ErrorCode
-from kafkastore.server.handlers import HANDLERS, admin
+from kafkastore.server.handlers import HANDLERS, CloseConnection, admin
 
 __all__ = ["Connection"]
 
@@ -189,6 +191,12 @@ class Connection:
                 return False
         if body is None:
             return True   # no response (a Produce with acks=0)
+        if isinstance(body, CloseConnection):
+            # no response, and the client must notice (a failed acks=0 produce): Kafka's
+            # RequestChannel.closeConnection
+            self._closing(f"{protocol.API_NAMES.get(header.api_key)} v{header.api_version}",
+                          body.reason)
+            return False
         return await self._respond(header, body)
 
     def _closing(self, what: str, detail: object) -> None:
@@ -206,10 +214,14 @@ class Connection:
         try:
             pieces = protocol.encode_response(header, body)
         except Exception:
-            _log.exception("kafkastore serve: the response to %s v%d from %s does not "
-                           "encode", protocol.API_NAMES.get(header.api_key),
-                           header.api_version, self.peer)
-            _close_regions(body)
+            # the codec raises InvalidRequestError for a body it cannot encode: a bug in
+            # the handler, not the client's request, so it is answered as a handler's
+            # exception (RequestHandlerHelper.handleError), never as a malformed request
+            _log.exception("kafkastore serve: server error: the response to %s v%d "
+                           "(correlation id %d) from %s does not encode",
+                           protocol.API_NAMES.get(header.api_key), header.api_version,
+                           header.correlation_id, self.peer)
+            protocol.close_regions(body)
             error = self._error_body(header)
             if error is None:
                 return False
@@ -271,14 +283,3 @@ class Connection:
             position += len(chunk)
             left -= len(chunk)
 
-
-def _close_regions(value: object) -> None:
-    """Close every FileRegion inside a response body that will not be sent."""
-    if isinstance(value, protocol.FileRegion):
-        value.close()
-    elif isinstance(value, dict):
-        for v in value.values():
-            _close_regions(v)
-    elif isinstance(value, list):
-        for v in value:
-            _close_regions(v)

@@ -15,7 +15,9 @@ Starting: the address is checked (loopback only unless ``allow_non_loopback``: t
 no TLS, SASL or ACL here), ``meta.properties`` read or created
 (:func:`~kafkastore.server.config.ensure_meta_properties`), the
 :class:`~kafkastore.manager.LogManager` opened over the log directory with the broker's
-``log.*`` defaults and its background tasks started, then the listener bound.
+``log.*`` defaults and the topic config overrides clients set before (kept in
+``kafkastore-topic-configs.json``: :class:`~kafkastore.server.config.TopicConfigFile`),
+its background tasks started, then the listener bound.
 
 Stopping (``stop()``, SIGTERM, SIGINT): the listener closes (no new connections), idle
 connections close at once, a connection with a request in flight closes once its
@@ -48,7 +50,7 @@ from collections.abc import Mapping
 from kafkastore.config import ConfigError
 from kafkastore.manager import LogManager
 from kafkastore.server.broker import Broker
-from kafkastore.server.config import ServerConfig, ensure_meta_properties
+from kafkastore.server.config import ServerConfig, TopicConfigFile, ensure_meta_properties
 from kafkastore.server.connection import Connection
 
 __all__ = ["KafkaServer"]
@@ -126,11 +128,20 @@ class KafkaServer:
     def _open_manager(self) -> None:
         cfg = self.config
         meta = ensure_meta_properties(self.log_dir, int(cfg["node.id"]))  # type: ignore[arg-type]
-        self.manager = LogManager(self.log_dir, cfg.log_defaults(),
+        # the overrides clients set survive restarts in a file beside meta.properties
+        # (Kafka keeps them in its metadata log)
+        config_file = TopicConfigFile(self.log_dir)
+        overrides = config_file.read()
+        self.manager = LogManager(self.log_dir, cfg.log_defaults(), topic_configs=overrides,
                                   manager_config=cfg.manager_config(),
                                   cleaner_config=cfg.cleaner_config(), meta=meta)
-        self.broker = Broker(self.manager, cfg, host=self.host, port=self.port,
-                             cluster_id=meta.cluster_id)
+        try:
+            self.broker = Broker(self.manager, cfg, host=self.host, port=self.port,
+                                 cluster_id=meta.cluster_id, topic_config_file=config_file,
+                                 topic_overrides=overrides)
+        except BaseException:
+            self._close_manager()
+            raise
 
     async def _bind(self) -> None:
         self._stopped = asyncio.Event()

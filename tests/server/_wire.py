@@ -45,3 +45,14 @@ def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except socket.timeout:
         return False
+
+
+#: An ApiVersions v3 request body (v3 carries the client's software name and version).
+API_VERSIONS_V3 = {"client_software_name": "tests", "client_software_version": "1.0"}
+
+
+def still_serves(server) -> None:
+    """A new connection to ``server`` gets its ApiVersions answered (the server goes on
+    after whatever a test did to another connection)."""
+    with connect(server) as other:
+        assert request(other, 18, 3, API_VERSIONS_V3)["error_code"] == 0

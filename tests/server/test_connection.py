@@ -16,25 +16,20 @@ import pytest
 pytest.importorskip("kafkastore.server.protocol",
                     reason="the codec (kafkastore.server.protocol) is not on this branch yet")
 
-from _wire import closed_by_peer, connect, read_frame, request  # noqa: E402
+from _wire import API_VERSIONS_V3 as V3, closed_by_peer, connect, read_frame, request, \
+    still_serves  # noqa: E402
 
 from kafkastore.config import ConfigError  # noqa: E402
 from kafkastore.server import KafkaServer, protocol  # noqa: E402
 from kafkastore.server.handlers import HANDLERS  # noqa: E402
 
 API_VERSIONS, DESCRIBE_CLUSTER, CREATE_TOPICS = 18, 60, 19
-V3 = {"client_software_name": "tests", "client_software_version": "1.0"}
 
 
 @pytest.fixture
 def server(tmp_path):
     with KafkaServer(tmp_path / "logs", port=0) as s:
         yield s
-
-
-def _still_serves(server) -> None:
-    with connect(server) as other:
-        assert request(other, API_VERSIONS, 3, V3)["error_code"] == 0
 
 
 def test_api_versions_round_trip_frames_the_response(server):
@@ -52,7 +47,7 @@ def test_a_bad_size_closes_at_once_with_a_log_line(server, size, caplog):
         sock.sendall(struct.pack(">i", size))      # and nothing after it
         assert closed_by_peer(sock, timeout=5)     # not waiting for 2 GiB to arrive
     assert f"invalid request size {size}" in caplog.text
-    _still_serves(server)
+    still_serves(server)
 
 
 def test_socket_request_max_bytes_is_the_limit(tmp_path):
@@ -61,7 +56,7 @@ def test_socket_request_max_bytes_is_the_limit(tmp_path):
         with connect(s) as sock:
             sock.sendall(frame)
             assert closed_by_peer(sock)
-        _still_serves(s)
+        still_serves(s)
 
 
 def test_a_half_written_request_then_close(server, caplog):
@@ -73,7 +68,7 @@ def test_a_half_written_request_then_close(server, caplog):
     while "in the middle of" not in caplog.text and time.monotonic() < deadline:
         time.sleep(0.02)
     assert "in the middle of" in caplog.text
-    _still_serves(server)
+    still_serves(server)
 
 
 def test_an_unknown_api_key_closes_the_connection(server, caplog):
@@ -82,7 +77,7 @@ def test_an_unknown_api_key_closes_the_connection(server, caplog):
         sock.sendall(struct.pack(">ihhih", 10, 9999, 0, 5, -1))
         assert closed_by_peer(sock)
     assert "unsupported API key or version" in caplog.text
-    _still_serves(server)
+    still_serves(server)
 
 
 def test_an_unsupported_version_of_another_api_closes(server):
@@ -123,7 +118,7 @@ def test_a_body_that_does_not_decode_closes(server, caplog):
         sock.sendall(struct.pack(">i", len(bad)) + bad)
         assert closed_by_peer(sock)
     assert "does not decode" in caplog.text
-    _still_serves(server)
+    still_serves(server)
 
 
 def test_a_pipelined_burst_is_answered_in_order(server):
@@ -165,7 +160,7 @@ def test_a_slow_reader_does_not_grow_the_servers_memory(server):
         assert buffered <= 256 * 1024, buffered
         # what was answered fits in the kernel's buffers, not in the server's memory
         assert answered < sent // len(one)
-        _still_serves(server)
+        still_serves(server)
     finally:
         sock.close()
 
@@ -198,7 +193,7 @@ def test_a_handler_exception_answers_unknown_server_error_or_closes(server, monk
         sock.sendall(protocol.encode_request(CREATE_TOPICS, 7, 9, "t", {"topics": []}))
         assert closed_by_peer(sock)
     assert "boom" in caplog.text and "Traceback" in caplog.text
-    _still_serves(server)
+    still_serves(server)
 
 
 def test_stop_answers_the_request_in_flight(tmp_path, monkeypatch):

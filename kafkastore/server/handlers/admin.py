@@ -8,9 +8,10 @@ every partition are this node; a replication factor other than 1 (or -1: the def
 is ``INVALID_REPLICATION_FACTOR``.
 
 Topic config overrides (CreateTopics ``configs``, IncrementalAlterConfigs) go to
-:meth:`LogManager.set_topic_config <kafkastore.manager.LogManager.set_topic_config>`,
-which keeps them in memory: they do not survive a restart (kafkastore has no file for
-them yet; Kafka keeps them in the metadata log).
+the broker (:meth:`~kafkastore.server.broker.Broker.set_topic_overrides`): the log manager
+applies them, ``kafkastore-topic-configs.json`` in the log directory keeps them across
+restarts (:class:`~kafkastore.server.config.TopicConfigFile`; Kafka keeps them in the
+metadata log). A deleted topic's overrides go with it.
 """
 
 from __future__ import annotations
@@ -388,6 +389,8 @@ async def incremental_alter_configs(broker: Broker, header, request: dict) -> di
                 broker.set_topic_overrides(name, overrides)
         except ConfigError as exc:
             out.update(error_code=int(ErrorCode.INVALID_CONFIG), error_message=str(exc))
+        except KafkaStoreError as exc:   # the topic config file could not be written
+            out.update(error_code=int(error_code_for(exc)), error_message=str(exc))
     return {"throttle_time_ms": 0, "responses": responses}
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import os
 
-from kafkastore import _fileio
 from kafkastore.batch_header import ATTRIBUTES_OFFSET, CODEC_MASK, LENGTH_OFFSET, \
     LOG_OVERHEAD, MAGIC_OFFSET
+from kafkastore.checkpoint import write_atomically
 from kafkastore.errors import InvalidRecordError, InvalidRecordTimestampError, KafkaStoreError, \
     RecordTooLargeError
 from kafkastore.records import iter_batches
-from kafkastore.server.broker import Broker
+from kafkastore.server.broker import Broker, CloseConnection
 from kafkastore.server.error_codes import ErrorCode, error_code_for
 from kafkastore.server.handlers.offsets import leader_epoch_of
 
@@ -154,7 +154,7 @@ def _append(broker: Broker, topic: str, partition: int, records, version: int) -
             "error_message": None}
 
 
-async def produce(broker: Broker, header, request: dict) -> dict | None:
+async def produce(broker: Broker, header, request: dict) -> dict | CloseConnection | None:
     """Produce (v0-v11)."""
     acks = request.get("acks", 1)
     version = header.api_version
@@ -172,9 +172,17 @@ async def produce(broker: Broker, header, request: dict) -> dict | None:
             partitions.append(answer)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
-        # no response at all (Kafka's KafkaApis also closes the connection when a
-        # partition failed, so that the client refreshes its metadata; the handler
-        # contract has no way to ask for that: the refused records are just not there)
+        # no response at all; when a partition failed the connection is closed, which is
+        # how an acks=0 client learns of it (and refreshes its metadata): Kafka's
+        # KafkaApis.handleProduceRequest -> requestHelper.closeConnection
+        failed = [f"{topic['name']}-{p['index']}={ErrorCode(p['error_code']).name}"
+                  for topic in responses for p in topic["partition_responses"]
+                  if p["error_code"]]
+        if failed:
+            return CloseConnection(
+                f"error during produce request with correlation id {header.correlation_id} "
+                f"from client id {header.client_id} with ack=0; topic and partition to "
+                f"errors: {', '.join(failed)}")
         return None
     # acks=-1 (all) on a single node: the leader is the whole ISR, so it is acknowledged
     # as soon as the append is done (the log's flush settings decide the fsync, as Kafka's)
@@ -212,14 +220,8 @@ class ProducerIdManager:
         if self._next >= self._end:
             start = self._recorded()
             end = start + PRODUCER_ID_BLOCK_SIZE
-            tmp = self._path + ".tmp"
-            fs = _fileio.fs
-            with open(tmp, "w", encoding="ascii") as f:
-                f.write(f"{end}\n")
-                f.flush()
-                fs.fsync(f.fileno())
-            os.replace(tmp, self._path)
-            fs.fsync_dir(os.path.dirname(self._path))
+            # write .tmp, fsync, rename, fsync the directory (Kafka's checkpoint protocol)
+            write_atomically(self._path, f"{end}\n".encode("ascii"))
             self._next, self._end = start, end
         pid = self._next
         self._next += 1

@@ -51,14 +51,15 @@ from typing import NamedTuple
 
 from kafkastore.errors import InvalidRequestError, UnsupportedVersionError
 from kafkastore.server.protocol.codec import (
-    FileRegion, bad, message_plan, read_tagged, write_uvarint,
+    FileRegion, bad, close_regions, message_plan, read_tagged, write_uvarint,
 )
 from kafkastore.server.protocol.messages import REQUESTS, RESPONSES
 from kafkastore.server.protocol.schema import in_range
 
 __all__ = [
-    "API_NAMES", "SUPPORTED_APIS", "FileRegion", "RequestHeader", "decode_request",
-    "decode_response", "encode_request", "encode_response", "read_request_header",
+    "API_NAMES", "SUPPORTED_APIS", "FileRegion", "RequestHeader", "close_regions",
+    "decode_request", "decode_response", "encode_request", "encode_response",
+    "read_request_header",
 ]
 
 #: The versions the server answers, per API key (advertised in ApiVersions).

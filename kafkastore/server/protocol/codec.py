@@ -53,6 +53,19 @@ class FileRegion:
         return f"FileRegion({self.file!r}, position={self.position}, size={self.size})"
 
 
+def close_regions(value: object) -> None:
+    """Close every FileRegion in ``value`` (a region, or a response body's dicts and lists
+    holding regions): what is done with the regions of a response that will not be sent."""
+    if isinstance(value, FileRegion):
+        value.close()
+    elif isinstance(value, dict):
+        for v in value.values():
+            close_regions(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            close_regions(v)
+
+
 def bad(message: str, pos: int) -> InvalidRequestError:
     return InvalidRequestError(f"{message} at byte {pos}", position=pos)
 
