@@ -42,6 +42,7 @@ SAME_PYTHON = {
     # kafkastore bench: that every workload runs and reports; the timings are not checked
     "test_bench_suite.py": "bench",
     "test_bench_tiered.py": "bench",
+    "server/test_bench_server.py": "bench",
     # modules that import no kernel (kafkastore._kernels) at all. Not test_public_api.py:
     # whether every exported name resolves depends on the backend's kernels.
     "test_config.py": "no kernel",

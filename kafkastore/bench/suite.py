@@ -27,6 +27,13 @@ clean    ``cleaner.clean`` (n records, n/10 keys)       naive aiokafka_c compact
 tiered   a tiered copy's ``records()``, ``columns()``,  the same segments as a local log
          random ``read()``; zstd and AES-GCM copies'    directory; ``zstandard`` /
          ``columns()`` and raw segment read             ``AESGCM`` alone on the same chunks
+server   ``kafkastore serve`` with confluent-kafka:     ``Log.append_batches`` of the same
+         produce (acks=all), fetch from offset 0        batches; ``read`` + ``sendfile``
+                                                        to a socket (ratio: the server's
+                                                        speed as a fraction of the
+                                                        library's); the server's CPU s/GB
+                                                        and the 1-record produce p50/p99
+                                                        in the variant
 ======== ============================================= ====================================
 
 This is the quick side-by-side look at a size of the user's choosing, in one process.
@@ -52,7 +59,7 @@ __all__ = ["WORKLOADS", "CODECS", "PER_CODEC", "Comparison", "compare", "count_s
 
 #: The workloads, in the order they run.
 WORKLOADS = ("encode", "decode", "columns", "scan", "index", "append", "read", "recovery",
-             "clean", "tiered")
+             "clean", "tiered", "server")
 #: Codecs the record workloads run with (any of none, gzip, snappy, lz4, zstd).
 CODECS = ("none", "lz4", "zstd")
 #: The workloads that run once per codec.
@@ -397,6 +404,34 @@ class _Run:
         finally:
             fx.close()
 
+
+    def server(self) -> None:
+        # one run, not the best of reps: a million records through a broker take long
+        # enough to be stable, and rerunning them would multiply the suite's time
+        from kafkastore.bench.server import run_server_workload
+
+        self.progress("server")
+        try:
+            r = run_server_workload(self.n, latency_samples=min(1000, max(self.n // 100, 50)),
+                                    directory=self.tmp)
+        except NotImplementedError as exc:
+            for variant, peer in (("produce", "Log.append_batches"),
+                                  ("fetch", "read + sendfile")):
+                self.results.append(Comparison("server", variant, peer, float("nan"), None,
+                                               self.n, "records", skipped=str(exc)))
+            return
+
+        def cpu(v):
+            per_gb = r.cpu_per_gb(v)
+            return "" if per_gb is None else f", server CPU {per_gb:.1f} s/GB"
+
+        self.results.append(Comparison(
+            "server", f"produce acks=all{cpu(r.produce_cpu_s)}; 1-record p50 "
+            f"{r.latency_p50_ms:.2f} ms, p99 {r.latency_p99_ms:.2f} ms",
+            "Log.append_batches", r.produce_s, r.append_batches_s, self.n, "records"))
+        self.results.append(Comparison(
+            "server", f"fetch from 0{cpu(r.fetch_cpu_s)}", "read + sendfile", r.fetch_s,
+            r.read_sendfile_s, self.n, "records"))
 
 def count_steps(workloads: Iterable[str], codecs: Sequence[str]) -> int:
     """How many times :func:`run_suite` calls ``progress`` for these arguments."""
