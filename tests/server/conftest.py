@@ -22,7 +22,11 @@ import pytest
 
 from kafkastore.server import KafkaServer
 
-REPO = Path(__file__).resolve().parents[2]
+import kafkastore  # noqa: E402
+
+#: Where the kafkastore under test comes from (the installed wheel in CI, the source
+#: tree in development): a child process imports that one, never the other.
+PKG_ROOT = str(Path(kafkastore.__file__).resolve().parents[1])
 LISTENING = re.compile(r"listening on (?P<host>[0-9.]+):(?P<port>\d+)")
 
 
@@ -63,9 +67,9 @@ class ServerProcess:
         for key, value in dict(config).items():
             args += ["--config", f"{key}={value}"]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+            [PKG_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env, cwd=str(REPO))
+                                     text=True, env=env, cwd=os.path.dirname(self.log_dir))
         self.stderr_lines: list[str] = []
         self._stderr = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr.start()

@@ -59,7 +59,10 @@ def test_pytest_fixture_example_runs(tmp_path):
     end = text.index("\n\n``KafkaServer.start()``", start)
     code = "\n".join(line[4:] for line in text[start:end].splitlines()[1:])
     (tmp_path / "test_example.py").write_text(code)
-    env = dict(os.environ, PYTHONPATH=str(DOC.parents[1]))
+    import kafkastore
+
+    # the kafkastore under test (the installed wheel in CI), not the source tree's
+    env = dict(os.environ, PYTHONPATH=str(Path(kafkastore.__file__).resolve().parents[1]))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            str(tmp_path / "test_example.py")], capture_output=True,
                           text=True, timeout=180, env=env, cwd=str(tmp_path))

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import REPO, read_log_records, workload
+from conftest import PKG_ROOT, read_log_records, workload
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra")
 from confluent_kafka.admin import AdminClient  # noqa: E402
@@ -53,9 +53,9 @@ def cluster_id(bootstrap):
 
 
 def cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT)
     done = subprocess.run([sys.executable, "-m", "kafkastore", *args], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=str(REPO))
+                          text=True, timeout=120, env=env, cwd=PKG_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
