@@ -63,8 +63,10 @@ def require_confluent():
 
 @dataclass
 class ServerResult:
-    """One run of the workload. Seconds are wall-clock; ``*_cpu_s`` the server process's
-    CPU seconds (user + system) in that phase, None where ``/proc`` is missing."""
+    """One run of the workload. Seconds are wall-clock; ``*_cpu_s`` CPU seconds (user +
+    system): the server process's in that phase (None where ``/proc`` is missing), the
+    client's (this process, librdkafka's threads included), and the library's (the
+    thread running ``append_batches``, or sending with ``sendfile``)."""
 
     records: int
     value_bytes: int          # records x VALUE_SIZE: the MB/s numerator
@@ -80,6 +82,8 @@ class ServerResult:
     latency_p50_ms: float
     latency_p99_ms: float
     latency_samples: int
+    append_batches_cpu_s: float = float("nan")
+    read_sendfile_cpu_s: float = float("nan")
 
     def rate(self, seconds: float) -> tuple[float, float]:
         """(MB/s of value bytes, records/s) for a phase that took ``seconds``."""
@@ -88,19 +92,63 @@ class ServerResult:
     def cpu_per_gb(self, cpu_s: float | None) -> float | None:
         return None if cpu_s is None else cpu_s / (self.log_bytes / 1e9)
 
+    def capacity(self, cpu_s: float | None) -> float | None:
+        """MB/s of values the server would sustain if ``cpu_s`` were its only limit (one
+        core, the client elsewhere): 1 / (its CPU seconds per byte). The end-to-end MB/s
+        is the client's pace; this is the server's."""
+        return None if not cpu_s else self.value_bytes / cpu_s / 1e6
+
+    def capacity_ratios(self) -> tuple[float | None, float | None]:
+        """(produce capacity / ``append_batches``' MB/s, fetch capacity / ``read`` +
+        ``sendfile``'s): the issue's bars (0.5) for the server's own cost."""
+        return (None if not self.produce_cpu_s else self.append_batches_s / self.produce_cpu_s,
+                None if not self.fetch_cpu_s else self.read_sendfile_s / self.fetch_cpu_s)
+
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of process ``pid`` (``/proc/<pid>/stat``), or None without /proc."""
+def _cpu_meter(pid: int) -> tuple[float | None, frozenset, float | None]:
+    """A reading of process ``pid``'s CPU time (user + system): (the sum of its threads'
+    seconds on a CPU, their ids, the process's seconds in 10 ms ticks); None for what
+    ``/proc`` does not have.
+
+    Each thread's ``/proc/<pid>/task/<tid>/schedstat`` counts its time on a CPU in
+    nanoseconds, exact where ``/proc/<pid>/stat`` rounds to ticks (a fetch of a million
+    records costs the server a few ticks: the rounding was a third of what was
+    measured). A thread that exits takes its schedstat with it, so :func:`_cpu_between`
+    uses the ticks when the threads changed in a phase (the process's ticks keep its
+    exited threads' time)."""
+    task = f"/proc/{pid}/task"
+    exact, tids = None, frozenset()
+    try:
+        tids = frozenset(os.listdir(task))
+        total = 0
+        for tid in tids:
+            with open(f"{task}/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        exact = total / 1e9
+    except (OSError, ValueError, IndexError):
+        exact, tids = None, frozenset()
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
-        return None
+        return exact, tids, None
     fields = stat[stat.rindex(")") + 2:].split()   # after the command name
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return exact, tids, ticks
+
+
+def _cpu_between(before: tuple, after: tuple) -> float | None:
+    """The CPU seconds between two :func:`_cpu_meter` readings: the exact sum when the
+    same threads lived at both, the ticks otherwise."""
+    (exact0, tids0, ticks0), (exact1, tids1, ticks1) = before, after
+    if exact0 is not None and exact1 is not None and tids0 == tids1 and tids0:
+        return exact1 - exact0
+    if ticks0 is None or ticks1 is None:
+        return None
+    return ticks1 - ticks0
 
 
 def _start_server(log_dir: str, config: dict[str, object]) -> tuple[subprocess.Popen, int]:
@@ -245,23 +293,25 @@ def _producer_batches(partition_dir: str, n: int) -> list[bytes]:
     return out
 
 
-def _library_append(directory: str, batches: list[bytes]) -> float:
+def _library_append(directory: str, batches: list[bytes]) -> tuple[float, float]:
+    """``Log.append_batches`` of each batch: (seconds, this thread's CPU seconds)."""
     from kafkastore.log import Log
 
     log = Log.open(directory)
     try:
         append = log.append_batches
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for data in batches:
             append(data)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.thread_time() - c0
     finally:
         log.close()
 
 
 def _library_read_sendfile(directory: str) -> tuple[float, int]:
     """``Log.read`` in 1 MiB slices, each ``os.sendfile``-d to a drained loopback socket;
-    (seconds, bytes sent)."""
+    (seconds, the sending thread's CPU seconds, bytes sent): the draining thread's CPU
+    is the receiver's, as a client's is not the server's."""
     from kafkastore.log import Log
 
     listener = socket.socket()
@@ -283,7 +333,7 @@ def _library_read_sendfile(directory: str) -> tuple[float, int]:
     try:
         offset, end = 0, log.log_end_offset
         out = sender.fileno()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         while offset < end:
             sl = log.read(offset, 1 << 20)
             # only the complete batches (a fetch would also send the cut-off tail, which
@@ -298,8 +348,9 @@ def _library_read_sendfile(directory: str) -> tuple[float, int]:
             sent += size
             offset = batches[-1].last_offset + 1
         sender.shutdown(socket.SHUT_WR)
+        cpu = time.thread_time() - c0
         t.join()
-        return time.perf_counter() - t0, sent
+        return time.perf_counter() - t0, cpu, sent
     finally:
         log.close()
         sender.close()
@@ -327,26 +378,25 @@ def run_server_workload(records: int = 1_000_000, *, latency_samples: int = 1000
             futures = admin.create_topics(                          # its futures run)
                 [NewTopic(TOPIC, num_partitions=1, replication_factor=1)])
             futures[TOPIC].result(60)
-            cpu0, own0 = _cpu_seconds(proc.pid), time.process_time()
+            cpu0, own0 = _cpu_meter(proc.pid), time.process_time()
             produce_s = _produce(ck, bootstrap, records)
-            cpu1, own1 = _cpu_seconds(proc.pid), time.process_time()
+            cpu1, own1 = _cpu_meter(proc.pid), time.process_time()
             fetch_s = _fetch(ck, bootstrap, records)
-            cpu2, own2 = _cpu_seconds(proc.pid), time.process_time()
+            cpu2, own2 = _cpu_meter(proc.pid), time.process_time()
             lat = _latency(ck, bootstrap, latency_samples)
         finally:
             _stop_server(proc)
         batches = _producer_batches(os.path.join(served, f"{TOPIC}-0"), records)
         log_bytes = sum(len(b) for b in batches)
         library = os.path.join(tmp, "library", f"{TOPIC}-0")
-        append_s = _library_append(library, batches)
-        read_s, _ = _library_read_sendfile(library)
-        have_cpu = None not in (cpu0, cpu1, cpu2)
+        append_s, append_cpu_s = _library_append(library, batches)
+        read_s, read_cpu_s, _ = _library_read_sendfile(library)
         return ServerResult(
             records=records, value_bytes=records * VALUE_SIZE, log_bytes=log_bytes,
             produce_s=produce_s, fetch_s=fetch_s, append_batches_s=append_s,
-            read_sendfile_s=read_s,
-            produce_cpu_s=cpu1 - cpu0 if have_cpu else None,
-            fetch_cpu_s=cpu2 - cpu1 if have_cpu else None,
+            read_sendfile_s=read_s, append_batches_cpu_s=append_cpu_s,
+            read_sendfile_cpu_s=read_cpu_s,
+            produce_cpu_s=_cpu_between(cpu0, cpu1), fetch_cpu_s=_cpu_between(cpu1, cpu2),
             produce_client_cpu_s=own1 - own0, fetch_client_cpu_s=own2 - own1,
             latency_p50_ms=_percentile(lat, 0.50) * 1e3,
             latency_p99_ms=_percentile(lat, 0.99) * 1e3, latency_samples=len(lat))
@@ -355,24 +405,29 @@ def run_server_workload(records: int = 1_000_000, *, latency_samples: int = 1000
 
 
 def format_result(r: ServerResult, markdown: bool = False) -> str:
-    """The run as a table: each phase's MB/s and records/s, the server against the
-    library, the server's CPU seconds per GB, and the produce latency."""
-    def cpu(v):
-        return "-" if v is None else f"{v:.2f}"
+    """The run as a table: each phase's MB/s and records/s end to end, the server's and
+    the client's CPU seconds per GB, the server's capacity (1 / its CPU per byte) and the
+    ratios to the library's own path, and the produce latency."""
+    def num(v, fmt="{:.2f}"):
+        return "-" if v is None or v != v else fmt.format(v)
 
     rows = []
-    for name, seconds, cpu_s, client_s, base_name, base_s in (
+    for name, seconds, cpu_s, client_s, base_name, base_s, base_cpu_s in (
             ("produce (server)", r.produce_s, r.produce_cpu_s, r.produce_client_cpu_s,
-             "Log.append_batches", r.append_batches_s),
+             "Log.append_batches", r.append_batches_s, r.append_batches_cpu_s),
             ("fetch (server)", r.fetch_s, r.fetch_cpu_s, r.fetch_client_cpu_s,
-             "read + sendfile", r.read_sendfile_s)):
+             "read + sendfile", r.read_sendfile_s, r.read_sendfile_cpu_s)):
         mb, rec = r.rate(seconds)
-        rows.append((name, f"{mb:.1f}", f"{rec:,.0f}", cpu(r.cpu_per_gb(cpu_s)),
-                     cpu(r.cpu_per_gb(client_s)), f"{base_s / seconds:.2f}x"))
-        mb, rec = r.rate(base_s)
-        rows.append((base_name, f"{mb:.1f}", f"{rec:,.0f}", "-", "-", "1.00x"))
+        base_mb = r.rate(base_s)[0]
+        capacity = r.capacity(cpu_s)
+        rows.append((name, f"{mb:.1f}", f"{rec:,.0f}", num(r.cpu_per_gb(cpu_s)),
+                     num(r.cpu_per_gb(client_s)), f"{base_s / seconds:.2f}x",
+                     num(capacity, "{:.0f}"),
+                     num(None if capacity is None else capacity / base_mb, "{:.2f}x")))
+        rows.append((base_name, f"{base_mb:.1f}", f"{r.rate(base_s)[1]:,.0f}",
+                     num(r.cpu_per_gb(base_cpu_s)), "-", "1.00x", "-", "1.00x"))
     header = ("phase", "MB/s", "records/s", "server CPU s/GB", "client CPU s/GB",
-              "server / library")
+              "end to end / library", "server capacity MB/s", "capacity / library")
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]

@@ -421,16 +421,21 @@ class _Run:
                                                self.n, "records", skipped=str(exc)))
             return
 
-        def cpu(v):
+        ratios = r.capacity_ratios()
+
+        def cpu(v, ratio):
+            # the server's capacity (1 / its CPU per byte) against the library's rate:
+            # end to end the client sets the pace, this is the server's own
             per_gb = r.cpu_per_gb(v)
-            return "" if per_gb is None else f", server CPU {per_gb:.1f} s/GB"
+            return "" if per_gb is None else \
+                f", server CPU {per_gb:.2f} s/GB, capacity {ratio:.2f}x the library's"
 
         self.results.append(Comparison(
-            "server", f"produce acks=all{cpu(r.produce_cpu_s)}; 1-record p50 "
+            "server", f"produce acks=all{cpu(r.produce_cpu_s, ratios[0])}; 1-record p50 "
             f"{r.latency_p50_ms:.2f} ms, p99 {r.latency_p99_ms:.2f} ms",
             "Log.append_batches", r.produce_s, r.append_batches_s, self.n, "records"))
         self.results.append(Comparison(
-            "server", f"fetch from 0{cpu(r.fetch_cpu_s)}", "read + sendfile", r.fetch_s,
+            "server", f"fetch from 0{cpu(r.fetch_cpu_s, ratios[1])}", "read + sendfile", r.fetch_s,
             r.read_sendfile_s, self.n, "records"))
 
 def count_steps(workloads: Iterable[str], codecs: Sequence[str]) -> int:
