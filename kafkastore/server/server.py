@@ -51,7 +51,7 @@ from kafkastore.config import ConfigError
 from kafkastore.manager import LogManager
 from kafkastore.server.broker import Broker
 from kafkastore.server.config import ServerConfig, TopicConfigFile, ensure_meta_properties
-from kafkastore.server.connection import Connection
+from kafkastore.server.connection import Connection, FrameStream
 
 __all__ = ["KafkaServer"]
 
@@ -145,8 +145,11 @@ class KafkaServer:
 
     async def _bind(self) -> None:
         self._stopped = asyncio.Event()
-        self._server = await asyncio.start_server(self._accept, self.host, self.port,
-                                                  reuse_address=True)
+        max_bytes = int(self.config["socket.request.max.bytes"])  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: FrameStream(max_bytes, self._accept), self.host, self.port,
+            reuse_address=True)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         assert self.broker is not None
@@ -158,19 +161,16 @@ class KafkaServer:
             # Kafka advertises the canonical host name for a wildcard listener
             self.broker.advertised_host = socket.getfqdn()
 
-    async def _accept(self, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> None:
+    def _accept(self, stream: FrameStream) -> None:
+        """A client connected: its connection runs in a task of its own."""
         assert self.broker is not None
         max_bytes = int(self.config["socket.request.max.bytes"])  # type: ignore[arg-type]
         idle_ms = int(self.config["connections.max.idle.ms"])  # type: ignore[arg-type]
-        conn = Connection(self.broker, reader, writer, max_request_bytes=max_bytes,
+        conn = Connection(self.broker, stream, max_request_bytes=max_bytes,
                           idle_s=idle_ms / 1000)
-        conn.task = asyncio.current_task()
         self.connections.add(conn)
-        try:
-            await conn.run()
-        finally:
-            self.connections.discard(conn)
+        conn.task = asyncio.get_running_loop().create_task(conn.run())
+        conn.task.add_done_callback(lambda _task: self.connections.discard(conn))
 
     # -- closing ----------------------------------------------------------------------
     async def _shutdown(self) -> None:
