@@ -75,6 +75,14 @@ def register(cli: CommandLine) -> None:
                    help="bytes read at each offset index entry (default 5242880)")
     p.add_argument("--max-bytes", type=int, help="read only this many bytes of each .log")
     p.add_argument("--skip-record-metadata", action="store_true")
+    decoders = p.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", dest="decoder", action="store_const",
+                          const="offsets", help="print __consumer_offsets records as "
+                          "Kafka's parser does (implies --print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", dest="decoder",
+                          action="store_const", const="transaction-log",
+                          help="print __transaction_state records as Kafka's parser does "
+                          "(implies --print-data-log)")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per batch, record, index entry and problem")
     storage_option(p, tiered=True)
@@ -200,7 +208,8 @@ def _cmd_dump_log(args: argparse.Namespace, read) -> int:
         print_data_log=args.print_data_log, deep_iteration=args.deep_iteration,
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
         max_message_size=args.max_message_size, max_bytes=args.max_bytes,
-        skip_record_metadata=args.skip_record_metadata, json=args.json)
+        skip_record_metadata=args.skip_record_metadata, json=args.json,
+        decoder=args.decoder)
     # --tiered: every file is in a tiered copy's virtual log directory, which the
     # reader resolves (None: plain paths and URIs, which kafkastore.dump reads itself)
     resolve = read(args, "dump-log")

@@ -24,6 +24,7 @@ from typing import Any
 
 from kafkastore import compression
 from kafkastore.batch_header import CODEC_MASK, MAGIC_OFFSET, EntryHeader, increment_sequence
+from kafkastore.dump.coordinator_decoders import parse_internal_record
 from kafkastore.dump.control_records import control_info
 from kafkastore.dump.emitters import Emitter, Reports, json_bytes
 from kafkastore.dump.java_format import (
@@ -101,6 +102,11 @@ class DumpOptions:
         ``--skip-record-metadata``: omit the per-record metadata.
     json : bool
         One JSON object per line instead of Kafka's text (schema in :mod:`kafkastore.dump`).
+    decoder : str or None
+        ``--offsets-decoder`` (``"offsets"``) or ``--transaction-log-decoder``
+        (``"transaction-log"``): print each record's key and payload as Kafka's parser
+        for that internal topic prints them (implies ``print_data_log``;
+        :mod:`kafkastore.dump.coordinator_decoders`).
     """
 
     print_data_log: bool = False
@@ -111,6 +117,7 @@ class DumpOptions:
     max_bytes: int | None = None
     skip_record_metadata: bool = False
     json: bool = False
+    decoder: str | None = None
 
 
 ProgressCallback = Callable[[int, int], None]
@@ -135,7 +142,7 @@ class Dumper:
         self._resolve = resolve
         self.src = self._local   # where the file being dumped (and its siblings) are read
         self._sizes: dict[str, int] = {}
-        self.deep = options.deep_iteration or options.print_data_log
+        self.deep = options.deep_iteration or options.print_data_log or bool(options.decoder)
         self.emit = emitter
         self.reports = Reports()
         self.progress = progress
@@ -322,7 +329,8 @@ class Dumper:
         """Print the records of ``batch``; return the last offset seen (for the gaps)."""
         opts = self.opts
         skip = opts.skip_record_metadata
-        show_data = opts.print_data_log and not batch.is_control
+        show_data = (opts.print_data_log or bool(opts.decoder)) and not batch.is_control
+        decoder = opts.decoder
         magic = batch.magic
         label = batch.timestamp_type.label
         is_control = batch.is_control
@@ -364,7 +372,18 @@ class Dumper:
                         text, control = control_info(rec)
                         parts.append(text)
                         fields["control"] = control
-                if show_data:
+                if show_data and decoder is not None:
+                    # Kafka's DumpLogSegments with a parser: its key and payload texts
+                    key_text, payload_text = parse_internal_record(decoder, rec.key,
+                                                                   rec.value)
+                    if json_mode:
+                        fields.update(key=key_text, value=payload_text)
+                    else:
+                        if key_text is not None:
+                            parts.append(f"{prefix}key: {key_text}")
+                        if payload_text is not None:
+                            parts.append(f" payload: {payload_text}")
+                elif show_data:
                     key, value = rec.key, rec.value
                     if json_mode:
                         k, kb = json_bytes(key)

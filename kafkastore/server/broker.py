@@ -68,6 +68,10 @@ class Broker:
         self._config_file = topic_config_file
         self._log_defaults: LogConfig | None = None
         self._forget_stale_overrides()
+        #: the coordinators (issue 30), set by KafkaServer: a GroupCoordinator and a
+        #: TransactionCoordinator (None in a Broker made without a server)
+        self.group_coordinator = None
+        self.txn_coordinator = None
 
     # -- topics ---------------------------------------------------------------------
     def log(self, topic: str, partition: int) -> Log | None:

@@ -88,6 +88,26 @@ DEFAULTS: dict[str, object] = {
     "delete.topic.enable": True,
     "log.dirs": None,
     "log.dir": None,
+    # the group coordinator's (GroupCoordinatorConfig, issue 30)
+    "offsets.topic.num.partitions": 50,
+    "offsets.topic.segment.bytes": 104857600,
+    "offsets.topic.compression.codec": 0,
+    "offsets.retention.minutes": 10080,
+    "offsets.retention.check.interval.ms": 600000,
+    "offsets.commit.timeout.ms": 5000,
+    "offsets.load.buffer.size": 5242880,
+    "group.initial.rebalance.delay.ms": 3000,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
+    "group.max.size": 2147483647,
+    # the transaction coordinator's (TransactionStateManagerConfig /
+    # TransactionLogConfig, issue 30)
+    "transaction.state.log.num.partitions": 50,
+    "transaction.state.log.segment.bytes": 104857600,
+    "transaction.max.timeout.ms": 900000,
+    "transactional.id.expiration.ms": 604800000,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
 }
 
 #: Topic config -> the broker keys that give its default, first set wins, and the factor
@@ -133,7 +153,7 @@ _IGNORED_KEYS = {
     "inter.broker.listener.name", "num.network.threads", "num.io.threads",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "group.initial.rebalance.delay.ms", "broker.id",
+    "transaction.state.log.min.isr", "broker.id",
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "min.insync.replicas",
     "unclean.leader.election.enable", "log.message.format.version",
 }

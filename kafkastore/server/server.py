@@ -52,6 +52,8 @@ from kafkastore.manager import LogManager
 from kafkastore.server.broker import Broker
 from kafkastore.server.config import ServerConfig, TopicConfigFile, ensure_meta_properties
 from kafkastore.server.connection import Connection, FrameStream
+from kafkastore.server.group_coordinator import GroupCoordinator
+from kafkastore.server.transaction_coordinator import TransactionCoordinator
 
 __all__ = ["KafkaServer"]
 
@@ -145,6 +147,15 @@ class KafkaServer:
 
     async def _bind(self) -> None:
         self._stopped = asyncio.Event()
+        assert self.broker is not None
+        # the coordinators load their state before the first request can arrive
+        # (Kafka's coordinators answer COORDINATOR_LOAD_IN_PROGRESS meanwhile; here
+        # nothing is listening yet)
+        broker = self.broker
+        broker.group_coordinator = GroupCoordinator(broker)
+        broker.txn_coordinator = TransactionCoordinator(broker)
+        await broker.group_coordinator.start()
+        await broker.txn_coordinator.start()
         max_bytes = int(self.config["socket.request.max.bytes"])  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -187,6 +198,10 @@ class KafkaServer:
                 await asyncio.wait(pending, timeout=1.0)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.broker is not None:
+            for coordinator in (self.broker.txn_coordinator, self.broker.group_coordinator):
+                if coordinator is not None:
+                    coordinator.close()
 
     def _close_manager(self) -> None:
         if self.manager is not None:

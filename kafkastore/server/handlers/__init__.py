@@ -13,8 +13,9 @@ answered as Kafka answers an unexpected error.
 from __future__ import annotations
 
 from kafkastore.server.broker import CloseConnection
-from kafkastore.server.handlers import admin, fetch, offsets, produce
+from kafkastore.server.handlers import admin, fetch, groups, offsets, produce, transactions
 
 __all__ = ["HANDLERS", "CloseConnection"]
 
-HANDLERS = {**admin.HANDLERS, **produce.HANDLERS, **fetch.HANDLERS, **offsets.HANDLERS}
+HANDLERS = {**admin.HANDLERS, **produce.HANDLERS, **fetch.HANDLERS, **offsets.HANDLERS,
+            **groups.HANDLERS, **transactions.HANDLERS}

@@ -54,6 +54,7 @@ from kafkastore.server.protocol.codec import (
     FileRegion, bad, close_regions, message_plan, read_tagged, write_uvarint,
 )
 from kafkastore.server.protocol.messages import REQUESTS, RESPONSES
+from kafkastore.server.protocol import messages_group, messages_txn
 from kafkastore.server.protocol.schema import in_range
 
 __all__ = [
@@ -78,6 +79,8 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     37: (0, 3),    # CreatePartitions
     44: (0, 1),    # IncrementalAlterConfigs
     60: (0, 1),    # DescribeCluster
+    **messages_group.SUPPORTED,   # the group coordinator's (issue 30)
+    **messages_txn.SUPPORTED,     # the transaction coordinator's (issue 30)
 }
 
 #: Kafka's name of each API key the codec knows.

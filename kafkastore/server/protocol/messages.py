@@ -479,3 +479,15 @@ RESPONSES: dict[int, Message] = {m.api_key: m for m in (
     CREATE_PARTITIONS_RESPONSE, DESCRIBE_CONFIGS_RESPONSE, INCREMENTAL_ALTER_CONFIGS_RESPONSE,
     INIT_PRODUCER_ID_RESPONSE, DESCRIBE_CLUSTER_RESPONSE, OFFSET_FOR_LEADER_EPOCH_RESPONSE,
     DELETE_RECORDS_RESPONSE)}
+
+
+def _more(messages) -> None:
+    for m in messages:
+        (REQUESTS if m.name.endswith("Request") else RESPONSES)[m.api_key] = m
+
+
+# the coordinators' messages (issue 30), each family in a module of its own
+from kafkastore.server.protocol import messages_group, messages_txn  # noqa: E402
+
+_more(messages_group.MESSAGES)
+_more(messages_txn.MESSAGES)
