@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kafkastore.internal_topics import GROUP_METADATA_TOPIC
 from kafkastore.server.broker import Broker
 
 __all__ = ["GroupCoordinator"]
@@ -22,6 +23,17 @@ class GroupCoordinator:
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` if missing (Kafka creates it on the first
         FindCoordinator for a group)."""
+        broker = self.broker
+        if broker.partitions(GROUP_METADATA_TOPIC) is not None:
+            return
+        # the topic's configs as Kafka's GroupCoordinator.groupMetadataTopicConfigs:
+        # compacted, its segment size, the producer's compression kept
+        broker.create_topic(GROUP_METADATA_TOPIC,
+                            int(broker.config["offsets.topic.num.partitions"]),
+                            configs={"cleanup.policy": "compact",
+                                     "segment.bytes": int(
+                                         broker.config["offsets.topic.segment.bytes"]),
+                                     "compression.type": "producer"})
 
     def close(self) -> None:
         """Stop the timers (the logs are closed by the server)."""
