@@ -230,3 +230,32 @@ def test_restart_completes_a_prepared_commit_and_keeps_an_ongoing_one(make_serve
     assert txns["b"].state == TransactionState.ONGOING
     s2.stop()
     assert control_markers(tmp_path / "logs0", "t", 0) == [(a, 0)]
+
+
+def test_state_topic_compacts_and_loads_back_the_same_state(server, make_server, tmp_path):
+    s = server
+    with connect(s) as sock:
+        for txn_id in ("a", "b", "c"):
+            pid = init(sock, txn_id)["producer_id"]
+            for _ in range(3):   # several transactions: many records per id
+                assert add(sock, txn_id, pid, 0) == {("t", 0): 0}
+                assert end(sock, txn_id, pid, 0, txn_id != "b")["error_code"] == 0
+        init(sock, "c")   # c at epoch 1
+    coordinator = s.broker.txn_coordinator
+    before = {k: (m.producer_id, m.producer_epoch, m.state, m.txn_timeout_ms)
+              for k, m in coordinator.transactions.items()}
+    manager = s.broker.manager
+    cleaned = 0
+    for p in s.broker.partitions(TRANSACTION_STATE_TOPIC):
+        log = s.broker.log(TRANSACTION_STATE_TOPIC, p)
+        if log.log_end_offset:
+            log.roll()
+            stats = manager.clean(TRANSACTION_STATE_TOPIC, p)
+            cleaned += stats.messages_read - stats.messages_written if stats else 0
+    assert cleaned > 0   # the cleaner dropped the superseded records
+    s.stop()
+    s2 = make_server(SMALL, log_dir=tmp_path / "logs0")
+    after = {k: (m.producer_id, m.producer_epoch, m.state, m.txn_timeout_ms)
+             for k, m in s2.broker.txn_coordinator.transactions.items()}
+    assert after == before
+    assert after["b"][2] == TransactionState.COMPLETE_ABORT and after["c"][1] == 1
