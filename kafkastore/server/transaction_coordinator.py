@@ -398,10 +398,21 @@ class TransactionCoordinator:
     # -- timers ------------------------------------------------------------------------
     def abort_timed_out_transactions(self, now: int | None = None) -> list[str]:
         """Kafka's ``abortTimedOutTransactions``: every Ongoing transaction older than
-        its timeout is fenced and aborted. Returns the ids aborted."""
+        its timeout is fenced and aborted (and a PrepareCommit / PrepareAbort left by a
+        failed write is completed). Returns the ids aborted."""
         now = self.time_ms() if now is None else now
         done = []
         for meta in list(self.transactions.values()):
+            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                # an EndTxn whose Complete record could not be written (the log refused
+                # it; the client was told COORDINATOR_NOT_AVAILABLE): completed again
+                # here, as Kafka's TransactionMarkerChannelManager retries until done
+                try:
+                    self._complete(meta, meta.state == S.PREPARE_COMMIT)
+                except TxnError as exc:
+                    _log.error("kafkastore serve: could not complete %r: %s",
+                               meta.transactional_id, exc)
+                continue
             if meta.state == S.ONGOING and meta.txn_start_timestamp + meta.txn_timeout_ms < now:
                 _log.info("kafkastore serve: aborting the transaction of %r (producer %d "
                           "epoch %d): it timed out", meta.transactional_id, meta.producer_id,

@@ -14,6 +14,8 @@ from kafkastore.internal_topics import TRANSACTION_STATE_TOPIC, partition_for
 from kafkastore.internal_topics.txn_records import TransactionLogKey, TransactionLogValue, \
     TransactionState
 from kafkastore.log import Log
+from kafkastore.server.error_codes import ErrorCode
+from kafkastore.server.transaction_coordinator import TxnError
 
 INIT, ADD_PARTS, ADD_OFFSETS, END, DESCRIBE, LIST = 22, 24, 25, 26, 65, 66
 FENCED, INVALID_EPOCH, INVALID_TXN_STATE, CONCURRENT = 90, 47, 48, 51
@@ -259,3 +261,27 @@ def test_state_topic_compacts_and_loads_back_the_same_state(server, make_server,
              for k, m in s2.broker.txn_coordinator.transactions.items()}
     assert after == before
     assert after["b"][2] == TransactionState.COMPLETE_ABORT and after["c"][1] == 1
+
+
+def test_failed_complete_write_is_completed_by_the_timer(server, monkeypatch):
+    coordinator = server.broker.txn_coordinator
+    real = coordinator._write
+
+    def refuse_complete(meta, tombstone=False):
+        # what _write raises when the log refuses an append
+        if meta.state == TransactionState.COMPLETE_COMMIT:
+            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return real(meta, tombstone)
+
+    with connect(server) as sock:
+        pid = init(sock, "tx")["producer_id"]
+        assert add(sock, "tx", pid, 0) == {("t", 0): 0}
+        monkeypatch.setattr(coordinator, "_write", refuse_complete)
+        assert end(sock, "tx", pid, 0, True)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert coordinator.transactions["tx"].state == TransactionState.PREPARE_COMMIT
+        # a retry while it is being completed: CONCURRENT_TRANSACTIONS (Kafka's answer)
+        assert end(sock, "tx", pid, 0, True)["error_code"] == CONCURRENT
+        monkeypatch.setattr(coordinator, "_write", real)
+        coordinator.abort_timed_out_transactions()
+        assert coordinator.transactions["tx"].state == TransactionState.COMPLETE_COMMIT
+        assert end(sock, "tx", pid, 0, True)["error_code"] == 0
