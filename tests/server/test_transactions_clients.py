@@ -31,6 +31,12 @@ SMALL = {"transaction.state.log.num.partitions": 3, "offsets.topic.num.partition
          "num.partitions": 1, "group.initial.rebalance.delay.ms": 0}
 
 
+NEEDS_GROUPS = pytest.mark.skipif(
+    not {11, 14, 28} <= set(HANDLERS),
+    reason="JoinGroup, SyncGroup and TxnOffsetCommit (the group coordinator's, branch "
+           "i30-groups) are not answered in this build")
+
+
 def create_topic(server, topic, partitions=1):
     with connect(server) as sock:
         r = request(sock, 19, 4, {"topics": [{"name": topic, "num_partitions": partitions,
@@ -212,9 +218,7 @@ def test_kill_9_mid_transaction_then_restart(serve_process, tmp_path):
     assert proc2.terminate() == 0
 
 
-@pytest.mark.skipif(not {11, 14, 28} <= set(HANDLERS),
-                    reason="JoinGroup, SyncGroup and TxnOffsetCommit (the group coordinator's, "
-                           "branch i30-groups) are not answered in this build")
+@NEEDS_GROUPS
 def test_consume_transform_produce_exactly_once(make_server):
     s = make_server(SMALL)
     create_topic(s, "in")
@@ -255,6 +259,71 @@ def test_consume_transform_produce_exactly_once(make_server):
     run_once(6, commit=True)    # resumes after the first 4
     assert read_values(s.bootstrap_servers, "out", expect=10) == \
         [b"x%d" % i for i in range(10)]
+
+
+@NEEDS_GROUPS
+def test_exactly_once_across_a_server_kill_9(serve_process, tmp_path):
+    """Consume-transform-produce in transactions of up to 4 records; the server is
+    killed (kill -9) once after a commit and once in the middle of a transaction, and
+    restarted; the loop resumes from the committed offsets. The read_committed output
+    holds every input exactly once."""
+    config = SMALL
+    log_dir = tmp_path / "eos"
+    proc = serve_process(config, log_dir=log_dir)
+    create_topic(proc, "in")
+    create_topic(proc, "out")
+    src = Producer({"bootstrap.servers": proc.bootstrap_servers, "acks": "all"})
+    for i in range(12):
+        src.produce("in", value=b"%d" % i, partition=0)
+    assert src.flush(30) == 0
+    del src
+
+    def clients(bootstrap):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed", "session.timeout.ms": 6000})
+        c.subscribe(["in"])
+        return c, txn_producer(bootstrap, "tx-eos")
+
+    def step(c, p, commit=True):
+        msgs = []
+        deadline = time.monotonic() + 20
+        while len(msgs) < 4 and time.monotonic() < deadline:
+            m = c.poll(0.3)
+            if m is not None and not m.error():
+                msgs.append(m)
+            elif msgs:
+                break
+        if not msgs:
+            return 0
+        p.begin_transaction()
+        for m in msgs:
+            p.produce("out", value=b"x" + m.value(), partition=0)
+        p.send_offsets_to_transaction([TopicPartition("in", 0, msgs[-1].offset() + 1)],
+                                      c.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.flush(30)   # written, never committed: the kill comes now
+        return len(msgs)
+
+    c, p = clients(proc.bootstrap_servers)
+    step(c, p)
+    proc.kill()                                   # kill -9 after a commit
+    c.close()
+    proc = serve_process(config, log_dir=log_dir)
+    c, p = clients(proc.bootstrap_servers)
+    step(c, p)
+    step(c, p, commit=False)
+    proc.kill()                                   # kill -9 in the middle of a transaction
+    c.close()
+    proc = serve_process(config, log_dir=log_dir)
+    c, p = clients(proc.bootstrap_servers)   # init_transactions aborts the open one
+    while step(c, p):
+        pass
+    c.close()
+    out = read_values(proc.bootstrap_servers, "out", expect=12)
+    assert sorted(out, key=lambda v: int(v[1:])) == [b"x%d" % i for i in range(12)]
 
 
 def test_dump_log_transaction_log_decoder(make_server, tmp_path, capsys):
