@@ -309,17 +309,17 @@ def test_exactly_once_across_a_server_kill_9(serve_process, tmp_path):
 
     c, p = clients(proc.bootstrap_servers)
     step(c, p)
+    c.close()   # (leaves the group: the restarted server need not wait out its session)
     proc.kill()                                   # kill -9 after a commit
-    c.close()
     proc = serve_process(config, log_dir=log_dir)
     c, p = clients(proc.bootstrap_servers)
     step(c, p)
     step(c, p, commit=False)
-    proc.kill()                                   # kill -9 in the middle of a transaction
     c.close()
+    proc.kill()                                   # kill -9 in the middle of a transaction
     proc = serve_process(config, log_dir=log_dir)
     c, p = clients(proc.bootstrap_servers)   # init_transactions aborts the open one
-    while step(c, p):
+    while step(c, p) and c.position([TopicPartition("in", 0)])[0].offset < 12:
         pass
     c.close()
     out = read_values(proc.bootstrap_servers, "out", expect=12)
