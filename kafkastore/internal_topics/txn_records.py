@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from kafkastore.errors import CorruptRecordError
+from kafkastore.internal_topics._encode import string as _string
+from kafkastore.internal_topics._encode import uvarint as _uvarint
 
 __all__ = ["TRANSACTION_LOG_RECORD_TYPE", "TransactionState", "TransactionLogKey",
            "TransactionLogValue", "UnknownRecordTypeError", "parse_for_dump"]
@@ -160,22 +162,6 @@ class _Reader:
                                      f"there are only {self.remaining()} bytes remaining.",
                                      position=start)
         return n
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _string(s: str, flexible: bool) -> bytes:
-    b = s.encode("utf-8")
-    if len(b) > 0x7FFF:
-        raise ValueError(f"a string of {len(b)} bytes does not fit Kafka's int16 length")
-    return (_uvarint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
 
 
 @dataclass(frozen=True)
