@@ -27,6 +27,8 @@ import struct
 from dataclasses import dataclass, field
 
 from kafkastore.errors import CorruptRecordError
+from kafkastore.internal_topics._encode import string as _string
+from kafkastore.internal_topics._encode import uvarint as _uvarint
 
 __all__ = [
     "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
@@ -158,24 +160,6 @@ class GroupMetadataValue:
 
 
 # -- writing ----------------------------------------------------------------------------
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _string(s: str, flexible: bool) -> bytes:
-    b = s.encode("utf-8")
-    if flexible:
-        return _uvarint(len(b) + 1) + b
-    if len(b) > 0x7FFF:
-        raise ValueError(f"a string of {len(b)} bytes does not fit Kafka's int16 length")
-    return struct.pack(">h", len(b)) + b
-
 
 def _nstring(s: str | None, flexible: bool) -> bytes:
     if s is None:
