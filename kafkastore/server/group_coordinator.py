@@ -54,8 +54,8 @@ from kafkastore.records import encode_batch, iter_batches
 from kafkastore.server.broker import Broker
 from kafkastore.server.error_codes import ErrorCode
 
-__all__ = ["GroupCoordinator", "EMPTY", "PREPARING_REBALANCE", "COMPLETING_REBALANCE",
-           "STABLE", "DEAD"]
+__all__ = ["GroupCoordinator", "every_partition", "EMPTY", "PREPARING_REBALANCE",
+           "COMPLETING_REBALANCE", "STABLE", "DEAD"]
 
 _log = logging.getLogger("kafkastore.server")
 
@@ -67,6 +67,16 @@ _STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
 _METADATA_MAX = 4096
 #: Kafka's ``CONSUMER_PROTOCOL_TYPE``
 _CONSUMER = "consumer"
+
+
+def every_partition(request: dict, code: int) -> dict:
+    """An OffsetCommit / TxnOffsetCommit response with ``code`` for every partition of
+    the request (Kafka answers a refused commit so)."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                            "error_code": code}
+                                           for p in t.get("partitions") or []]}
+        for t in request.get("topics") or []]}
 
 
 def _now_ms() -> int:
@@ -526,9 +536,7 @@ class GroupCoordinator:
         group.transition(COMPLETING_REBALANCE)
         for m in group.members.values():
             is_leader = m.member_id == group.leader_id
-            members = [{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
-                        "metadata": o.metadata(group.protocol_name)}
-                       for o in group.members.values()] if is_leader else []
+            members = self._members_for_leader(group) if is_leader else []
             fut, m.join_future = m.join_future, None
             m.is_new = False
             if fut is not None and not fut.done():
@@ -566,6 +574,13 @@ class GroupCoordinator:
         leader = group.members.get(group.leader_id or "")
         order = leader.names() if leader else []
         return max(votes, key=lambda n: (votes[n], -order.index(n) if n in order else -999))
+
+    @staticmethod
+    def _members_for_leader(group: _Group) -> list[dict]:
+        """What the leader's JoinGroup response lists: every member with its metadata
+        for the group's protocol (the input of the client-side assignor)."""
+        return [{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
+                 "metadata": o.metadata(group.protocol_name)} for o in group.members.values()]
 
     def _join_response(self, group: _Group, member_id: str, members: list,
                        error: int = 0, skip_assignment: bool = False) -> dict:
@@ -665,10 +680,8 @@ class GroupCoordinator:
             return await self._await_join(group, member)
         if group.state == COMPLETING_REBALANCE and same:
             # a retried JoinGroup of this generation: answered again
-            is_leader = member_id == group.leader_id
-            members = [{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
-                        "metadata": o.metadata(group.protocol_name)}
-                       for o in group.members.values()] if is_leader else []
+            members = (self._members_for_leader(group) if member_id == group.leader_id
+                       else [])
             return self._join_response(group, member_id, members)
         if group.state == STABLE and same and member_id != group.leader_id:
             # a follower rejoining with nothing changed: the current generation
@@ -738,9 +751,7 @@ class GroupCoordinator:
             code = self._store_group(group)
             if code:
                 return error(ErrorCode(code), new_id)
-            members = ([{"member_id": o.member_id, "group_instance_id": o.group_instance_id,
-                         "metadata": o.metadata(group.protocol_name)}
-                        for o in group.members.values()] if was_leader else [])
+            members = self._members_for_leader(group) if was_leader else []
             return self._join_response(group, new_id, members, skip_assignment=was_leader)
         if group.state == PREPARING_REBALANCE:
             return await self._await_join(group, old)
@@ -931,10 +942,7 @@ class GroupCoordinator:
         topics = request.get("topics") or []
 
         def all_partitions(code: int) -> dict:
-            return {"throttle_time_ms": 0, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": code}
-                    for p in t.get("partitions") or []]} for t in topics]}
+            return every_partition(request, code)
         if not group_id:
             return all_partitions(int(ErrorCode.INVALID_GROUP_ID))
         member_id = request.get("member_id") or ""

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import PKG_ROOT, wait_until
+from conftest import PKG_ROOT
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402

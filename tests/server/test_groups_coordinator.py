@@ -14,7 +14,6 @@ import sys
 import pytest
 
 from kafkastore.internal_topics import GROUP_METADATA_TOPIC, partition_for
-from kafkastore.internal_topics import group_records as gr
 from kafkastore.server.error_codes import ErrorCode
 
 import _wire  # noqa: E402  (tests/server is on sys.path, as for the other server tests)

@@ -1,9 +1,11 @@
-"""The groups APIs (issue 30): their handlers, over :class:`~kafkastore.server.group_coordinator.GroupCoordinator`."""
+"""The groups APIs (issue 30): their handlers, over
+:class:`~kafkastore.server.group_coordinator.GroupCoordinator`."""
 
 from __future__ import annotations
 
 from kafkastore.server.broker import Broker
 from kafkastore.server.error_codes import ErrorCode
+from kafkastore.server.group_coordinator import every_partition
 
 __all__ = ["HANDLERS"]
 
@@ -96,25 +98,17 @@ async def leave_group(broker: Broker, header, request: dict) -> dict:
     return dict(gc.leave_group(header.api_version, request), throttle_time_ms=0)
 
 
-def _every_partition(request: dict, code: int) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
-                                            "error_code": code}
-                                           for p in t.get("partitions") or []]}
-        for t in request.get("topics") or []]}
-
-
 async def offset_commit(broker: Broker, header, request: dict) -> dict:
     gc = _coordinator(broker)
     if gc is None:
-        return _every_partition(request, _NO_COORDINATOR)
+        return every_partition(request, _NO_COORDINATOR)
     return gc.offset_commit(header.api_version, request)
 
 
 async def txn_offset_commit(broker: Broker, header, request: dict) -> dict:
     gc = _coordinator(broker)
     if gc is None:
-        return _every_partition(request, _NO_COORDINATOR)
+        return every_partition(request, _NO_COORDINATOR)
     return gc.txn_offset_commit(header.api_version, request)
 
 
