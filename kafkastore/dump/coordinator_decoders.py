@@ -15,8 +15,9 @@ DECODERS = {"offsets": group_records.parse_for_dump,
             "transaction-log": txn_records.parse_for_dump}
 
 
-def parse_internal_record(decoder: str, key: bytes | None,
-                          value: bytes | None) -> tuple[str | None, str | None]:
-    """(key text, payload text) of one record for ``decoder`` (a key of
-    :data:`DECODERS`); None for a part Kafka's parser leaves out."""
-    return DECODERS[decoder](key, value)
+def parse_internal_record(decoder: str, key: bytes | None, value: bytes | None,
+                          offset: int = 0) -> tuple[str | None, str | None]:
+    """(key text, payload text) of the record at ``offset`` for ``decoder`` (a key of
+    :data:`DECODERS`); None for a part Kafka's parser leaves out. (Kafka's parsers
+    name the record's offset in what they print for a record they cannot decode.)"""
+    return DECODERS[decoder](key, value, offset)

@@ -375,7 +375,7 @@ class Dumper:
                 if show_data and decoder is not None:
                     # Kafka's DumpLogSegments with a parser: its key and payload texts
                     key_text, payload_text = parse_internal_record(decoder, rec.key,
-                                                                   rec.value)
+                                                                   rec.value, offset)
                     if json_mode:
                         fields.update(key=key_text, value=payload_text)
                     else:

@@ -3,8 +3,8 @@ temporary log directory on 127.0.0.1 (port 0: the server binds a free port itsel
 same as a process (``python -m kafkastore serve``, for ``kill -9`` and SIGTERM), and
 helpers the client tests share.
 
-Consumers in these tests use ``assign()``, never a consumer group: the group coordinator
-is a later issue.
+The client tests of issue 29 use ``assign()``; consumer groups have their own tests
+(``test_groups_*.py``, issue 30).
 """
 
 from __future__ import annotations

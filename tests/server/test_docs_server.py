@@ -1,4 +1,5 @@
-"""docs/server.rst's API table is the versions the server advertises."""
+"""docs/server.rst's API table (with the coordinators' pages, issue 30) is the versions
+the server advertises; the config tables list every broker key."""
 
 from __future__ import annotations
 
@@ -6,24 +7,38 @@ import re
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "server.rst"
+#: the coordinators' pages (issue 30) carry their own APIs' and configs' tables
+DOCS = (DOC, DOC.parent / "groups.rst", DOC.parent / "transactions.rst")
 ROW = re.compile(r"^([A-Z][A-Za-z]+)\s+(\d+)\s+(\d+)-(\d+)(\s|$)")
 
 
-def doc_table():
-    text = DOC.read_text()
-    section = text[text.index("The APIs\n"):text.index("Configuration\n")]
+def section(text: str, title: str) -> str:
+    """The section ``title`` of an rst page, up to the next heading of its level."""
+    lines = text.splitlines()
+    start = lines.index(title)
+    underline = lines[start + 1][0]
+    for i in range(start + 2, len(lines) - 1):
+        if lines[i + 1] and set(lines[i + 1]) == {underline} and lines[i]:
+            return "\n".join(lines[start:i])
+    return "\n".join(lines[start:])
+
+
+def doc_table(paths=(DOC,)):
     rows = {}
-    for line in section.splitlines():
-        m = ROW.match(line)
-        if m:
-            rows[int(m[2])] = (m[1], int(m[3]), int(m[4]))
+    for path in paths:
+        if not path.exists():
+            continue
+        for line in section(path.read_text(), "The APIs").splitlines():
+            m = ROW.match(line)
+            if m:
+                rows[int(m[2])] = (m[1], int(m[3]), int(m[4]))
     return rows
 
 
 def test_api_table_matches_supported_apis():
     from kafkastore.server import protocol
 
-    table = doc_table()
+    table = doc_table(DOCS)
     assert {k: (lo, hi) for k, (_, lo, hi) in table.items()} == \
         {k: tuple(v) for k, v in protocol.SUPPORTED_APIS.items()}
     assert {k: name for k, (name, _, _) in table.items()} == \
@@ -38,11 +53,13 @@ def test_api_table_parses():
 def test_config_table_lists_every_broker_key():
     from kafkastore.server.config import DEFAULTS
 
-    text = DOC.read_text()
-    section = text[text.index("Configuration\n"):text.index("Durability\n")]
-    documented = set(re.findall(r"``([a-z][a-z.]+)``", section))
+    documented = set()
+    for path in DOCS:
+        if path.exists():
+            documented |= set(re.findall(r"``([a-z][a-z.]+)``",
+                                         section(path.read_text(), "Configuration")))
     missing = [k for k in DEFAULTS if k not in documented]
-    assert not missing, f"docs/server.rst's config table leaves out {missing}"
+    assert not missing, f"the config tables of {[p.name for p in DOCS]} leave out {missing}"
 
 
 def test_pytest_fixture_example_runs(tmp_path):

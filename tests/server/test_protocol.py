@@ -65,8 +65,11 @@ def test_every_supported_api_has_a_name_and_both_descriptions():
 
 
 def test_supported_apis_are_the_design_docs_ranges():
-    # server-design.md, "Versions the server advertises"
-    assert protocol.SUPPORTED_APIS == {
+    # server-design.md, "Versions the server advertises"; the coordinators' APIs (issue 30)
+    # come from their own modules' SUPPORTED and are checked by their tests
+    from kafkastore.server.protocol import messages_group, messages_txn
+    coordinators = set(messages_group.SUPPORTED) | set(messages_txn.SUPPORTED)
+    assert {k: v for k, v in protocol.SUPPORTED_APIS.items() if k not in coordinators} == {
         18: (0, 3), 3: (0, 12), 0: (0, 11), 1: (4, 16), 2: (1, 8), 19: (2, 7), 20: (1, 6),
         37: (0, 3), 32: (1, 4), 44: (0, 1), 22: (0, 5), 60: (0, 1), 23: (2, 4), 21: (0, 2)}
 

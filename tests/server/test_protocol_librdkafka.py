@@ -130,6 +130,13 @@ class StubBroker:
                                   "topic_id": topic.get("topic_id", b"\0" * 16),
                                   "partitions": parts})
             return {"responses": responses}
+        if header.api_key == 10:
+            # FindCoordinator (advertised since issue 30): a consumer with a group.id looks
+            # its coordinator up even when it only assign()s; this node, for every key
+            me = {"node_id": 1, "host": "127.0.0.1", "port": self.port, "error_code": 0}
+            if header.api_version >= 4:
+                return {"coordinators": [dict(me, key=k) for k in body["coordinator_keys"]]}
+            return me
         admin = self._admin(header.api_key, body)
         if admin is not None:
             return admin

@@ -56,7 +56,8 @@ def _json_default(field: dict):
     if text == "null":
         return None
     if t == "bool":
-        return {"true": True, "false": False}[str(text)]
+        # (a JSON boolean "default": false reads as False, a string "false" as "false")
+        return {"true": True, "false": False}[str(text).lower()]
     if t.startswith("int") or t.startswith("uint"):
         return int(str(text), 0)
     return text

@@ -21,6 +21,7 @@ import re
 
 from kafkastore.config import ConfigError, LogConfig
 from kafkastore.errors import InvalidTopicError, KafkaStoreError
+from kafkastore.internal_topics import INTERNAL_TOPICS
 import kafkastore.server.protocol as protocol
 from kafkastore.server.broker import Broker
 from kafkastore.server.error_codes import ErrorCode, error_code_for
@@ -95,7 +96,8 @@ def _partition_metadata(broker: Broker, topic: str, partition: int) -> dict:
 def _topic_metadata(broker: Broker, topic: str) -> dict:
     partitions = broker.partitions(topic) or []
     return {"error_code": 0, "name": topic, "topic_id": topic_id_bytes(broker, topic),
-            "is_internal": False,
+            # Kafka's Topic.isInternal: the coordinators' topics
+            "is_internal": topic in INTERNAL_TOPICS,
             "partitions": [_partition_metadata(broker, topic, p) for p in partitions]}
 
 

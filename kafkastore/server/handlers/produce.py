@@ -11,17 +11,18 @@ before any id of a block is used, so a restart never hands one out twice.
 from __future__ import annotations
 
 import logging
-import os
 
 from kafkastore.batch_header import ATTRIBUTES_OFFSET, CODEC_MASK, LENGTH_OFFSET, \
     LOG_OVERHEAD, MAGIC_OFFSET
-from kafkastore.checkpoint import write_atomically
 from kafkastore.errors import InvalidRecordError, InvalidRecordTimestampError, KafkaStoreError, \
     RecordTooLargeError
 from kafkastore.records import iter_batches
 from kafkastore.server.broker import Broker, CloseConnection
 from kafkastore.server.error_codes import ErrorCode, error_code_for
 from kafkastore.server.handlers.offsets import leader_epoch_of
+from kafkastore.server.handlers.transactions import init_producer_id_transactional
+from kafkastore.server.producer_ids import PRODUCER_ID_BLOCK_FILE, PRODUCER_ID_BLOCK_SIZE, \
+    ProducerIdManager, producer_id_manager
 
 __all__ = ["HANDLERS", "PRODUCER_ID_BLOCK_FILE", "PRODUCER_ID_BLOCK_SIZE", "ProducerIdManager",
            "produce", "init_producer_id"]
@@ -30,13 +31,6 @@ _log = logging.getLogger("kafkastore.server")
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
-
-#: The file in the (first) log directory recording the first producer id not yet handed
-#: out by any block: one line, the id in decimal. Written (and fsynced) before an id of a
-#: new block is used, so ids handed out before a crash are below what the file says.
-PRODUCER_ID_BLOCK_FILE = "producer-id-block"
-#: Ids per block (Kafka's controller hands out blocks of 1000: ProducerIdManager).
-PRODUCER_ID_BLOCK_SIZE = 1000
 
 _ZSTD = 4
 
@@ -191,43 +185,6 @@ async def produce(broker: Broker, header, request: dict) -> dict | CloseConnecti
 
 # -- InitProducerId -------------------------------------------------------------------------
 
-class ProducerIdManager:
-    """Producer ids from blocks recorded in ``producer-id-block`` (the role of Kafka's
-    controller-backed ``ProducerIdManager``): the file holds the first id not in any block
-    handed out yet; a new block is recorded (write, fsync, rename) before its first id is
-    used. A directory without the file starts past every producer id its logs hold."""
-
-    def __init__(self, broker: Broker) -> None:
-        dirs = broker.manager.log_dirs
-        self._path = os.path.join(dirs[0], PRODUCER_ID_BLOCK_FILE)
-        self._broker = broker
-        self._next = 0
-        self._end = 0   # the block is [_next, _end)
-
-    def _recorded(self) -> int:
-        try:
-            with open(self._path, encoding="ascii") as f:
-                return int(f.read().strip() or 0)
-        except FileNotFoundError:
-            seen = [pid for log in self._broker.manager.logs().values()
-                    for pid in log.producer_state_manager.producers]
-            return max(seen, default=-1) + 1
-        except ValueError as exc:
-            raise KafkaStoreError(f"{self._path} does not hold a producer id: {exc}",
-                                  path=self._path) from None
-
-    def generate(self) -> int:
-        if self._next >= self._end:
-            start = self._recorded()
-            end = start + PRODUCER_ID_BLOCK_SIZE
-            # write .tmp, fsync, rename, fsync the directory (Kafka's checkpoint protocol)
-            write_atomically(self._path, f"{end}\n".encode("ascii"))
-            self._next, self._end = start, end
-        pid = self._next
-        self._next += 1
-        return pid
-
-
 async def init_producer_id(broker: Broker, header, request: dict) -> dict:
     """InitProducerId (v0-v5) for idempotent producers."""
     def answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> dict:
@@ -239,15 +196,13 @@ async def init_producer_id(broker: Broker, header, request: dict) -> dict:
         # KafkaApis.handleInitProducerIdRequest: both or neither
         return answer(ErrorCode.INVALID_REQUEST)
     if request.get("transactional_id") is not None:
-        # no transaction coordinator here (the transactions issue follows)
-        return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    manager = broker.extras.get("producer_ids")
-    if manager is None:
-        manager = broker.extras["producer_ids"] = ProducerIdManager(broker)
+        # the transaction coordinator's (KafkaApis.handleInitProducerIdRequest)
+        return await init_producer_id_transactional(broker, header, request)
+    manager = producer_id_manager(broker)
     try:
         new_id = manager.generate()
     except (OSError, KafkaStoreError) as exc:
-        _log.error("Cannot record a producer id block in %s", manager._path, exc_info=exc)
+        _log.error("Cannot record a producer id block in %s", manager.path, exc_info=exc)
         return answer(ErrorCode.KAFKA_STORAGE_ERROR)
     # Kafka's TransactionCoordinator.handleInitProducerId with a null transactional id
     # "always blindly accepts the request": a new producer id at epoch 0, also when the
