@@ -65,3 +65,51 @@ class ServerWorkload:
     def track_produce_latency_p50_ms(self, r):
         return r["latency_p50_ms"]
     track_produce_latency_p50_ms.unit = "ms"
+
+
+class CoordinatorWorkloads:
+    """The coordinators (issue 30): a 5-member confluent-kafka group's forming and a 6th
+    member's rebalance, one consumer's synchronous commits per second
+    (:mod:`kafkastore.bench.groups`), and transactions of 100 records per second beside the
+    same records without transactions (:mod:`kafkastore.bench.transactions`)."""
+
+    timeout = 600
+    number = 1
+    repeat = 1
+
+    def setup_cache(self):
+        require_confluent()
+        from kafkastore.bench.groups import run_group_workload
+        from kafkastore.bench.transactions import run_transaction_workload
+
+        g = run_group_workload(members=5, partitions=10, commits=500)
+        t = run_transaction_workload(100, 100)
+        return {"form_ms": g.form_s * 1e3, "rebalance_ms": g.rebalance_s * 1e3,
+                "commits_per_s": g.commits_per_s,
+                "transactions_per_s": t.transactions_per_s,
+                "transactional_records_per_s": t.transactional_records_per_s,
+                "plain_records_per_s": t.plain_records_per_s}
+
+    def setup(self, r):
+        skip_slow()
+
+    def track_group_formed_ms(self, r):
+        return r["form_ms"]
+    track_group_formed_ms.unit = "ms"
+
+    def track_rebalance_ms(self, r):
+        return r["rebalance_ms"]
+    track_rebalance_ms.unit = "ms"
+
+    def track_commits_per_s(self, r):
+        return r["commits_per_s"]
+    track_commits_per_s.unit = "commits/s"
+
+    def track_transactions_per_s(self, r):
+        return r["transactions_per_s"]
+    track_transactions_per_s.unit = "transactions/s"
+
+    def track_transactional_over_plain_records(self, r):
+        """Records/s in transactions of 100 over the same records without transactions."""
+        return r["transactional_records_per_s"] / r["plain_records_per_s"]
+    track_transactional_over_plain_records.unit = "ratio"

@@ -34,6 +34,10 @@ server   ``kafkastore serve`` with confluent-kafka:     ``Log.append_batches`` o
                                                         library's); the server's CPU s/GB
                                                         and the 1-record produce p50/p99
                                                         in the variant
+         a 5-member consumer group's forming and a      (groups: none, the times are the
+         6th member's rebalance, one consumer's         row); transactions: the same
+         synchronous commits; transactions of 100       records produced without
+         records by one producer                        transactions
 ======== ============================================= ====================================
 
 This is the quick side-by-side look at a size of the user's choosing, in one process.
@@ -437,6 +441,27 @@ class _Run:
         self.results.append(Comparison(
             "server", f"fetch from 0{cpu(r.fetch_cpu_s, ratios[1])}", "read + sendfile", r.fetch_s,
             r.read_sendfile_s, self.n, "records"))
+        self._coordinators()
+
+    def _coordinators(self) -> None:
+        """The coordinators' rows (issue 30): a 5-member group's forming and rebalance
+        and one consumer's synchronous commits (no peer: the times are the row), and
+        transactions of 100 records beside the same records without transactions. Their
+        sizes do not follow ``--records``: what they measure is per operation."""
+        from kafkastore.bench.groups import run_group_workload
+        from kafkastore.bench.transactions import run_transaction_workload
+
+        g = run_group_workload(members=5, partitions=10, commits=1000)
+        self.results.append(Comparison(
+            "server", f"group of {g.members} consumers (classic protocol): formed in "
+            f"{g.form_s * 1e3:.0f} ms, a 6th member's rebalance {g.rebalance_s * 1e3:.0f} ms; "
+            "synchronous commits of one consumer", "-", g.commit_s, None, g.commits,
+            "commits"))
+        t = run_transaction_workload(200, 100, directory=self.tmp)
+        self.results.append(Comparison(
+            "server", f"transactions of {t.records_per_transaction} records, one producer: "
+            f"{t.transactions_per_s:,.0f} transactions/s", "same records, no transactions",
+            t.transactional_s, t.plain_s, t.records, "records"))
 
 def count_steps(workloads: Iterable[str], codecs: Sequence[str]) -> int:
     """How many times :func:`run_suite` calls ``progress`` for these arguments."""
@@ -526,6 +551,9 @@ def format_table(results: Sequence[Comparison], markdown: bool = False) -> str:
         if c.skipped is not None:
             rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
                          "-", f"skipped: {c.skipped}"))
+        elif c.peer_s is None:   # a row of its own numbers, no peer (the coordinators')
+            rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
+                         "-", "-"))
         else:
             rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
                          _seconds(c.peer_s), f"{c.ratio:.2f}x"))

@@ -4,6 +4,7 @@ append notifications that long-polling fetches wait on."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Mapping
 
@@ -13,9 +14,15 @@ from kafkastore.log import Log
 from kafkastore.manager import LogManager
 from kafkastore.server.config import ServerConfig, TopicConfigFile, random_uuid
 
-__all__ = ["Broker", "CloseConnection"]
+__all__ = ["CLIENT_ADDRESS", "Broker", "CloseConnection"]
 
 _log = logging.getLogger("kafkastore.server")
+
+#: The address of the client whose request is being handled, as Kafka prints it
+#: (``RequestContext.clientAddress.toString()``: ``"/127.0.0.1"``); each connection's
+#: task sets it, so a handler sees its own client's ("" outside a connection).
+CLIENT_ADDRESS: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "kafkastore_client_address", default="")
 
 
 class CloseConnection:

@@ -57,7 +57,7 @@ import os
 
 from kafkastore.errors import InvalidRequestError, UnsupportedVersionError
 import kafkastore.server.protocol as protocol
-from kafkastore.server.broker import Broker
+from kafkastore.server.broker import CLIENT_ADDRESS, Broker
 from kafkastore.server.error_codes import ErrorCode
 from kafkastore.server.handlers import HANDLERS, CloseConnection, admin
 
@@ -383,6 +383,8 @@ class Connection:
     # -- the loop -------------------------------------------------------------------
     async def run(self) -> None:
         """Serve requests until the client closes, misbehaves or the server stops."""
+        # (this task's own context: the handlers of this connection's requests see it)
+        CLIENT_ADDRESS.set("/" + self.peer.rsplit(":", 1)[0])
         try:
             while not self._stopping:
                 self._waiting = True

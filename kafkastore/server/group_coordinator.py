@@ -51,7 +51,7 @@ from kafkastore.errors import KafkaStoreError, RecordTooLargeError
 from kafkastore.internal_topics import GROUP_METADATA_TOPIC, partition_for
 from kafkastore.internal_topics import group_records as gr
 from kafkastore.records import encode_batch, iter_batches
-from kafkastore.server.broker import Broker
+from kafkastore.server.broker import CLIENT_ADDRESS, Broker
 from kafkastore.server.error_codes import ErrorCode
 
 __all__ = ["GroupCoordinator", "every_partition", "EMPTY", "PREPARING_REBALANCE",
@@ -637,7 +637,8 @@ class GroupCoordinator:
         if len(group.members) >= self._cfg("group.max.size") and \
                 member_id not in group.members and instance_id not in group.static_members:
             return error(ErrorCode.GROUP_MAX_SIZE_REACHED)
-        client_host = "/" + self.broker.host
+        # Kafka's member clientHost: the request's client address (RequestContext)
+        client_host = CLIENT_ADDRESS.get() or "/" + self.broker.host
         loop = self._loop()
 
         if not member_id:

@@ -261,3 +261,19 @@ def test_dump_log_offsets_decoder_on_the_servers_segment(server):
             '"commitTimestamp":') in out.stdout
     if partition_for("dumped", 3) == p:
         assert '{"type":"2","data":{"group":"dumped"}}' in out.stdout
+
+
+def test_a_members_client_host_is_its_connections_address(server):
+    """DescribeGroups gives each member's client host as Kafka does: the address its
+    JoinGroup came from (``RequestContext.clientAddress``), here a second loopback address,
+    not the broker's."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30,
+                                  source_address=("127.0.0.2", 0)) as sock:
+        member, _ = _one_member_group(sock, "hosted")
+        described = _wire.request(sock, DESCRIBE, 5, {
+            "groups": ["hosted"], "include_authorized_operations": False}, 40)
+    [group] = described["groups"]
+    assert [(m["member_id"], m["client_host"]) for m in group["members"]] == \
+        [(member, "/127.0.0.2")]
