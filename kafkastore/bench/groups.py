@@ -18,12 +18,10 @@ that the group's first rebalance does not wait), one topic of ``partitions`` par
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 
-from kafkastore.bench.server import _start_server, _stop_server, require_confluent
+from kafkastore.bench.server import require_confluent, served_topic
 
 __all__ = ["GroupsResult", "run_group_workload", "format_groups"]
 
@@ -66,50 +64,43 @@ def run_group_workload(members: int = 5, partitions: int = 10, commits: int = 10
     ck = require_confluent()
     if members < 1 or partitions < 1 or commits < 1:
         raise ValueError("members, partitions and commits must be at least 1")
-    log_dir = tempfile.mkdtemp(prefix="kafkastore-bench-groups-")
-    proc, port = _start_server(log_dir, {"group.initial.rebalance.delay.ms": 0,
-                                         "group.min.session.timeout.ms": 1000,
-                                         "offsets.topic.num.partitions": 1})
-    bs = f"127.0.0.1:{port}"
-    consumers = []
-    try:
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic(TOPIC, num_partitions=partitions,
-                                      replication_factor=1)])[TOPIC].result(30)
-        del admin   # (its connection closed before the server stops)
+    config = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000,
+              "offsets.topic.num.partitions": 1}
+    with served_topic(TOPIC, partitions, config, prefix="kafkastore-bench-groups-") as bs:
+        consumers = []
 
         def consumer(group: str):
-            return ck.Consumer({"bootstrap.servers": bs, "group.id": group,
-                                "enable.auto.commit": False, "session.timeout.ms": 6000,
-                                "heartbeat.interval.ms": 100})
-        consumers = [consumer("bench-rebalance") for _ in range(members)]
-        start = time.perf_counter()
-        for c in consumers:
-            c.subscribe([TOPIC])
-        _settled(consumers, partitions, timeout)
-        form_s = time.perf_counter() - start
-        consumers.append(consumer("bench-rebalance"))
-        start = time.perf_counter()
-        consumers[-1].subscribe([TOPIC])
-        _settled(consumers, partitions, timeout)
-        rebalance_s = time.perf_counter() - start
+            c = ck.Consumer({"bootstrap.servers": bs, "group.id": group,
+                             "enable.auto.commit": False, "session.timeout.ms": 6000,
+                             "heartbeat.interval.ms": 100})
+            consumers.append(c)
+            return c
 
-        committer = consumer("bench-commits")
-        consumers.append(committer)
-        committer.subscribe([TOPIC])
-        _settled([committer], partitions, timeout)
-        tp = ck.TopicPartition
-        start = time.perf_counter()
-        for i in range(commits):
-            committer.commit(offsets=[tp(TOPIC, i % partitions, i)], asynchronous=False)
-        commit_s = time.perf_counter() - start
-        return GroupsResult(members, partitions, form_s, rebalance_s, commits, commit_s)
-    finally:
-        for c in consumers:
-            c.close()
-        _stop_server(proc)
-        shutil.rmtree(log_dir, ignore_errors=True)
+        try:
+            group = [consumer("bench-rebalance") for _ in range(members)]
+            start = time.perf_counter()
+            for c in group:
+                c.subscribe([TOPIC])
+            _settled(group, partitions, timeout)
+            form_s = time.perf_counter() - start
+            group.append(consumer("bench-rebalance"))
+            start = time.perf_counter()
+            group[-1].subscribe([TOPIC])
+            _settled(group, partitions, timeout)
+            rebalance_s = time.perf_counter() - start
+
+            committer = consumer("bench-commits")
+            committer.subscribe([TOPIC])
+            _settled([committer], partitions, timeout)
+            tp = ck.TopicPartition
+            start = time.perf_counter()
+            for i in range(commits):
+                committer.commit(offsets=[tp(TOPIC, i % partitions, i)], asynchronous=False)
+            commit_s = time.perf_counter() - start
+        finally:
+            for c in consumers:   # (before the server stops)
+                c.close()
+    return GroupsResult(members, partitions, form_s, rebalance_s, commits, commit_s)
 
 
 def format_groups(r: GroupsResult) -> str:

@@ -33,6 +33,7 @@ Measured in the same run:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -45,7 +46,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-__all__ = ["ServerResult", "run_server_workload", "require_confluent", "format_result"]
+__all__ = ["ServerResult", "run_server_workload", "require_confluent", "format_result",
+           "served_topic"]
 
 TOPIC = "bench"
 VALUE_SIZE = 100
@@ -179,6 +181,30 @@ def _stop_server(proc: subprocess.Popen) -> None:
             proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
+
+
+@contextlib.contextmanager
+def served_topic(topic: str, partitions: int, config: dict[str, object] | None = None, *,
+                 directory: str | None = None, prefix: str = "kafkastore-bench-"):
+    """A ``kafkastore serve`` process over a temporary directory (under ``directory``)
+    with ``topic`` created: yields its bootstrap address, then stops it and removes the
+    directory. The workloads of the coordinators run in it."""
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=directory)
+    try:
+        proc, port = _start_server(os.path.join(tmp, "served"), dict(config or {}))
+        try:
+            bootstrap = f"127.0.0.1:{port}"
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                          replication_factor=1)])[topic].result(60)
+            del admin   # (its connection closed before the server stops)
+            yield bootstrap
+        finally:
+            _stop_server(proc)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _produce(ck, bootstrap: str, n: int) -> float:

@@ -12,13 +12,10 @@ waits for their acknowledgements. Both are wall-clock seconds on the client's si
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 
-from kafkastore.bench.server import _start_server, _stop_server, require_confluent
+from kafkastore.bench.server import require_confluent, served_topic
 
 __all__ = ["TransactionsResult", "run_transaction_workload", "format_transactions"]
 
@@ -102,23 +99,11 @@ def run_transaction_workload(transactions: int = 200, records_per_transaction: i
     ck = require_confluent()
     if transactions < 1 or records_per_transaction < 1:
         raise ValueError("transactions and records_per_transaction must be at least 1")
-    tmp = tempfile.mkdtemp(prefix="kafkastore-bench-txn-", dir=directory)
-    try:
-        proc, port = _start_server(os.path.join(tmp, "served"), dict(config or {}))
-        bootstrap = f"127.0.0.1:{port}"
-        try:
-            from confluent_kafka.admin import AdminClient, NewTopic
-
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            admin.create_topics([NewTopic(TOPIC, num_partitions=1,
-                                          replication_factor=1)])[TOPIC].result(60)
-            txn_s = _transactional(ck, bootstrap, transactions, records_per_transaction)
-            plain_s = _plain(ck, bootstrap, transactions * records_per_transaction)
-        finally:
-            _stop_server(proc)
-        return TransactionsResult(transactions, records_per_transaction, txn_s, plain_s)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with served_topic(TOPIC, 1, config, directory=directory,
+                      prefix="kafkastore-bench-txn-") as bootstrap:
+        txn_s = _transactional(ck, bootstrap, transactions, records_per_transaction)
+        plain_s = _plain(ck, bootstrap, transactions * records_per_transaction)
+    return TransactionsResult(transactions, records_per_transaction, txn_s, plain_s)
 
 
 def format_transactions(r: TransactionsResult) -> str:
