@@ -142,6 +142,8 @@ class FrameStream(asyncio.BufferedProtocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future] = []
         self._free: list[bytearray] = []   # request buffers to reuse (_POOL at most)
+        #: done once the connection is lost (its socket closed)
+        self.closed: asyncio.Future = self._loop.create_future()
 
     # -- asyncio's callbacks ----------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -177,6 +179,8 @@ class FrameStream(asyncio.BufferedProtocol):
         return True   # keep the transport open: the answers to what was sent still go out
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
         self._eof = True
         self._lost = exc or ConnectionResetError("the connection closed")
         self._wake()
@@ -340,7 +344,9 @@ class FrameStream(asyncio.BufferedProtocol):
         return self.transport.get_extra_info(name, default)
 
     def close(self) -> None:
-        self.transport.close()
+        """Close the transport (again: nothing; before it is made: nothing)."""
+        if self.transport is not None:
+            self.transport.close()
 
 
 class Connection:

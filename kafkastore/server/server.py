@@ -70,6 +70,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+#: Loop iterations an accept in flight takes to make its transport and call
+#: ``connection_made`` (asyncio's ``_accept_connection2``: a task, the transport's
+#: scheduled callbacks, the protocol's close): waited at shutdown, between no longer
+#: accepting and closing the server.
+_ACCEPTS_SETTLE_ITERATIONS = 8
+
+
 class KafkaServer:
     """A single-node Kafka broker over ``log_dir`` (see the module docstring).
 
@@ -114,6 +121,10 @@ class KafkaServer:
         self.manager: LogManager | None = None
         self.broker: Broker | None = None
         self.connections: set[Connection] = set()
+        # every accepted connection's stream until its socket is closed, and whether
+        # the shutdown has begun (a connection accepted from then on is closed at once)
+        self._streams: set[FrameStream] = set()
+        self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
@@ -175,17 +186,42 @@ class KafkaServer:
     def _accept(self, stream: FrameStream) -> None:
         """A client connected: its connection runs in a task of its own."""
         assert self.broker is not None
+        self._streams.add(stream)
+        stream.closed.add_done_callback(lambda _f: self._streams.discard(stream))
+        if self._closing:
+            # accepted in the last moments before the listening socket closed
+            stream.close()
+            return
         max_bytes = int(self.config["socket.request.max.bytes"])  # type: ignore[arg-type]
         idle_ms = int(self.config["connections.max.idle.ms"])  # type: ignore[arg-type]
         conn = Connection(self.broker, stream, max_request_bytes=max_bytes,
                           idle_s=idle_ms / 1000)
         self.connections.add(conn)
         conn.task = asyncio.get_running_loop().create_task(conn.run())
-        conn.task.add_done_callback(lambda _task: self.connections.discard(conn))
+        conn.task.add_done_callback(lambda _task: self._connection_done(conn))
+
+    def _connection_done(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        # (a task cancelled before it ran never reached its own close of the stream)
+        conn.stream.close()
 
     # -- closing ----------------------------------------------------------------------
     async def _shutdown(self) -> None:
+        self._closing = True
         if self._server is not None:
+            # stop accepting first, then let the accepts in flight make their transports
+            # (closed by _accept, as _closing is set), and only then close the server:
+            # asyncio's Server.close() under an accept in flight leaves that connection's
+            # socket and transport half made and never closed (_accept_connection2 fails
+            # in the transport's Server._attach, whose server has no sockets any more)
+            loop = asyncio.get_running_loop()
+            for sock in self._server.sockets:
+                try:
+                    loop.remove_reader(sock.fileno())
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass   # a loop that accepts otherwise (uvloop): closed as it is
+            for _ in range(_ACCEPTS_SETTLE_ITERATIONS):
+                await asyncio.sleep(0)
             self._server.close()    # no new connections
         for conn in list(self.connections):
             conn.request_stop()
@@ -198,6 +234,13 @@ class KafkaServer:
                 await asyncio.wait(pending, timeout=1.0)
         if self._server is not None:
             await self._server.wait_closed()
+        # a transport closes its socket in a callback of a later loop iteration: wait for
+        # every one, or the loop stops first and the socket is left to the garbage
+        # collector (an unclosed socket, a ResourceWarning, a file descriptor held)
+        for stream in list(self._streams):
+            stream.close()
+        if self._streams:
+            await asyncio.wait([s.closed for s in self._streams], timeout=1.0)
         if self.broker is not None:
             for coordinator in (self.broker.txn_coordinator, self.broker.group_coordinator):
                 if coordinator is not None:
