@@ -40,12 +40,14 @@ def test_crc_limit_is_crc32c_of_the_bytes():
     assert crc_limit(bytearray(b"123456789"))() == CRC32C_CHECK
 
 
-def test_memcpy_limit_copies_the_first_bytes_into_a_fresh_buffer():
+def test_memcpy_limit_copies_the_first_bytes_each_call():
     data = bytearray(os.urandom(1000))
-    copy = memcpy_limit(data, 600)()
+    work = memcpy_limit(data, 600)
+    copy = work()
     assert bytes(copy) == bytes(data[:600])
     data[0] ^= 0xFF   # a copy, not a view
     assert copy[0] != data[0]
+    assert bytes(work()) == bytes(data[:600])   # each call copies again
     with pytest.raises(ValueError, match="nbytes"):
         memcpy_limit(data, 1001)
 
