@@ -40,6 +40,34 @@ server   ``kafkastore serve`` with confluent-kafka:     ``Log.append_batches`` o
          records by one producer                        transactions
 ======== ============================================= ====================================
 
+Beside each ratio stands the same work's physical limit on this machine, where one exists
+(:data:`LIMITS`), measured in the same run on the same bytes, alternating with kafkastore
+and the peers rep by rep: ``of limit`` is ``limit time / kafkastore time``, how close
+kafkastore comes to the machine (1: at the limit; a row that did less than the limit's
+work could exceed it). Which limit goes with which row:
+
+========================== ==================== =============================================
+row                        limit                the limit's work
+========================== ==================== =============================================
+scan                       crc32c               CRC-32C over the batch bytes
+decode, columns            crc32c+memcpy        CRC-32C over the batch bytes and one copy of
+(uncompressed)                                  as many bytes as the keys and values hold
+                                                (both copy them) into memory mapped
+                                                beforehand
+append                     write(2)             one ``os.write`` per append call of that
+                                                call's encoded batch (Kafka's one write a
+                                                call), to a fresh file in the same directory
+read                       pread                one ``os.pread`` of the same size per read
+                                                (the ``os.pread`` peer's work)
+recovery                   crc32c               CRC-32C over the segment's bytes
+clean                      crc32c+write(2)      CRC-32C over the bytes the cleaner retained
+                                                and one ``os.write`` of them
+========================== ==================== =============================================
+
+The other rows show ``-``: encode, index, tiered and server have no single physical
+operation bounding them, and decode/columns of compressed batches are bounded by the
+codec's decompressor, not by the machine.
+
 This is the quick side-by-side look at a size of the user's choosing, in one process.
 For numbers against the issue's bars use ``asv_bench/compare_peers.py`` (a fresh
 interpreter per cell), ``asv_bench/compare_log.py`` and ``asv_bench/compare_tiered.py``
@@ -58,8 +86,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["WORKLOADS", "CODECS", "PER_CODEC", "Comparison", "compare", "count_steps",
-           "run_suite", "environment", "format_table"]
+__all__ = ["WORKLOADS", "CODECS", "PER_CODEC", "LIMITS", "Comparison", "compare",
+           "count_steps", "run_suite", "environment", "format_table", "crc_limit",
+           "memcpy_limit", "write_limit", "pread_limit", "chained", "format_limits"]
 
 #: The workloads, in the order they run.
 WORKLOADS = ("encode", "decode", "columns", "scan", "index", "append", "read", "recovery",
@@ -70,6 +99,16 @@ CODECS = ("none", "lz4", "zstd")
 PER_CODEC = ("encode", "decode", "columns")
 #: A rep of a sub-millisecond operation repeats it until it lasts this long.
 MIN_REP_S = 0.05
+#: The physical limits a row is set beside (the table's ``limit`` column): what each is.
+LIMITS = {
+    "crc32c": "raw CRC-32C (crc32c.crc32c, the library's call) over the same bytes",
+    "crc32c+memcpy": "raw CRC-32C over the batch bytes, then one copy of as many bytes as "
+                     "the keys and values hold (into memory mapped beforehand)",
+    "write(2)": "one os.write per append call of the same encoded batch, to a fresh file",
+    "pread": "one os.pread of the same size per read",
+    "crc32c+write(2)": "raw CRC-32C over the bytes the cleaner retained, then one os.write "
+                       "of them to a fresh file",
+}
 
 
 @dataclass(frozen=True)
@@ -79,6 +118,10 @@ class Comparison:
     ``ratio`` is ``peer_s / kafkastore_s``: above 1 kafkastore is faster. ``unit`` and
     ``count`` describe one timed call (``count`` records, lookups or bytes), so a rate
     can be derived. ``skipped`` is why the peer did not run (it is not installed).
+    ``limit`` names the work's physical limit (a key of :data:`LIMITS`) and ``limit_s``
+    is its best time, measured beside kafkastore's; ``of_limit`` is
+    ``limit_s / kafkastore_s`` (1: kafkastore is at the limit). Both are ``None`` where
+    the row has no limit.
     """
 
     workload: str
@@ -89,18 +132,30 @@ class Comparison:
     count: int
     unit: str
     skipped: str | None = None
+    limit: str | None = None
+    limit_s: float | None = None
 
     @property
     def ratio(self) -> float | None:
-        if self.peer_s is None or self.kafkastore_s <= 0:
-            return None
-        return self.peer_s / self.kafkastore_s
+        return _over(self.peer_s, self.kafkastore_s)
+
+    @property
+    def of_limit(self) -> float | None:
+        return _over(self.limit_s, self.kafkastore_s)
 
     def as_dict(self) -> dict:
         return {"workload": self.workload, "variant": self.variant, "peer": self.peer,
                 "kafkastore_s": self.kafkastore_s, "peer_s": self.peer_s,
                 "ratio": self.ratio, "count": self.count, "unit": self.unit,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "limit": self.limit, "limit_s": self.limit_s,
+                "of_limit": self.of_limit}
+
+
+def _over(other_s: float | None, kafkastore_s: float) -> float | None:
+    """``other_s / kafkastore_s``, or ``None`` when either is missing (or not a time)."""
+    if other_s is None or not kafkastore_s > 0:
+        return None
+    return other_s / kafkastore_s
 
 
 # A timer is a zero-argument callable returning the seconds of one measured run: most
@@ -138,11 +193,20 @@ def _best(timers: dict[str, Timer], reps: int) -> dict[str, float]:
     return best
 
 
+# the key of the limit's timer among the peers' (a peer's name never starts with a NUL)
+_LIMIT = "\0limit"
+
+
 def compare(workload: str, variant: str, ours: Timer, peers: dict[str, Callable[[], Timer]],
-            count: int, unit: str, reps: int) -> list[Comparison]:
+            count: int, unit: str, reps: int,
+            limit: tuple[str, Callable[[], Timer]] | None = None) -> list[Comparison]:
     """``ours`` against each of ``peers``, best of ``reps`` alternating rounds: one
     :class:`Comparison` per peer. A peer is a maker of its timer, called once; one that
-    raises ``NotImplementedError`` (the peer is missing) gives a skipped comparison."""
+    raises ``NotImplementedError`` (the peer is missing) gives a skipped comparison.
+    ``limit`` is ``(name, maker)`` of the work's physical limit (a key of
+    :data:`LIMITS`), timed in the same rounds as ``ours`` and the peers."""
+    if limit is not None and limit[0] not in LIMITS:
+        raise ValueError(f"unknown limit {limit[0]!r}; choose from {', '.join(LIMITS)}")
     timers: dict[str, Timer] = {"kafkastore": ours}
     skipped: dict[str, str] = {}
     for name, make in peers.items():
@@ -150,9 +214,80 @@ def compare(workload: str, variant: str, ours: Timer, peers: dict[str, Callable[
             timers[name] = make()
         except NotImplementedError as exc:
             skipped[name] = str(exc)
+    if limit is not None:
+        timers[_LIMIT] = limit[1]()
     best = _best(timers, reps)
     return [Comparison(workload, variant, name, best["kafkastore"], best.get(name), count,
-                       unit, skipped.get(name)) for name in peers]
+                       unit, skipped.get(name), limit[0] if limit else None, best.get(_LIMIT))
+            for name in peers]
+
+
+# -- the physical limits: each helper returns the work as a zero-argument callable -------------
+
+def crc_limit(data) -> Callable[[], int]:
+    """Raw CRC-32C over ``data``: the call the library's CRC checks make
+    (``crc32c.crc32c`` over a memoryview, as ``kafkastore.validator`` does)."""
+    import crc32c
+
+    view = memoryview(data)
+    return lambda: crc32c.crc32c(view)
+
+
+def memcpy_limit(data, nbytes: int) -> Callable[[], object]:
+    """One copy of the first ``nbytes`` of ``data`` into a buffer allocated and faulted in
+    beforehand (numpy's copy, a memcpy); the callable returns that buffer. The copy
+    alone is the bound: a fresh allocation of a large buffer each time would add page
+    faults (and their spread on a shared machine) that the decoders avoid with pooled,
+    already-mapped memory."""
+    import numpy as np
+
+    if not 0 <= nbytes <= len(data):
+        raise ValueError(f"nbytes must be in [0, {len(data)}], not {nbytes}")
+    source = np.frombuffer(data, dtype=np.uint8, count=nbytes)
+    target = np.zeros_like(source)   # zeros: written once, so every page is mapped
+
+    def run() -> object:
+        np.copyto(target, source)
+        return target
+    return run
+
+
+def chained(*works: Callable[[], object]) -> Callable[[], None]:
+    """One callable doing ``works`` in turn (a limit made of several operations)."""
+    def run() -> None:
+        for work in works:
+            work()
+    return run
+
+
+def write_limit(path: str, chunks: Sequence[bytes], before: Callable[[], object] | None = None
+                ) -> Timer:
+    """A timer of one ``os.write`` per chunk of ``chunks`` to ``path``, truncated first
+    (opening and closing are not timed; no fsync, as the timed part of the log workloads
+    has none). ``before`` is timed work done first (a CRC over the bytes)."""
+    views = [memoryview(c) for c in chunks]
+
+    def run() -> float:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            t0 = time.perf_counter()
+            if before is not None:
+                before()
+            for view in views:
+                while view:   # a regular file takes it whole; a short write continues
+                    view = view[os.write(fd, view):]
+            return time.perf_counter() - t0
+        finally:
+            os.close(fd)
+    return run
+
+
+def pread_limit(where: Sequence[tuple[int, int]], size: int) -> Callable[[], None]:
+    """One ``os.pread`` of ``size`` bytes at each ``(fd, position)`` of ``where``."""
+    def run() -> None:
+        for fd, position in where:
+            os.pread(fd, size, position)
+    return run
 
 
 def _impl(name: str, op: str, *args, timer=_timed) -> Callable[[], Timer]:
@@ -183,9 +318,11 @@ class _Run:
     # -- plumbing ---------------------------------------------------------------------------
 
     def compare(self, workload: str, variant: str, ours: Timer,
-                peers: dict[str, Callable[[], Timer]], count: int, unit: str) -> None:
+                peers: dict[str, Callable[[], Timer]], count: int, unit: str,
+                limit: tuple[str, Callable[[], Timer]] | None = None) -> None:
         """:func:`compare`, the comparisons recorded."""
-        self.results.extend(compare(workload, variant, ours, peers, count, unit, self.reps))
+        self.results.extend(compare(workload, variant, ours, peers, count, unit, self.reps,
+                                    limit))
 
     def scratch(self, name: str) -> str:
         path = os.path.join(self.tmp, name)
@@ -224,13 +361,21 @@ class _Run:
 
     def _decoders(self, op: str, peers: Sequence[str]) -> None:
         # kafkastore's ``op`` against the peers' decode to record objects (they have no
-        # columnar decoder)
+        # columnar decoder); uncompressed, beside the CRC over the blob and a copy of the
+        # keys and values (record objects and today's columns both copy them). Compressed
+        # rows have no limit: the codec's decompressor bounds them, not the machine.
         for codec in self.codecs:
             self.progress(f"{op} {codec}")
             blob = self.blob(codec)
+            limit = None
+            if codec == "none":
+                payload = sum(len(k or b"") + len(v or b"")
+                              for k, v in zip(self.keys, self.values))
+                limit = ("crc32c+memcpy", lambda: _calibrated(
+                    chained(crc_limit(blob), memcpy_limit(blob, payload))))
             self.compare(op, codec, _impl("kafkastore", op, blob)(),
                          {name: _impl(name, "decode", blob) for name in peers},
-                         self.n, "records")
+                         self.n, "records", limit)
 
     def scan(self) -> None:
         import crc32c
@@ -241,7 +386,7 @@ class _Run:
                      {"aiokafka_c": _impl("aiokafka_c", "scan", blob, timer=_calibrated),
                       "kafka_python": _impl("kafka_python", "scan", blob, timer=_calibrated),
                       "crc32c (raw)": lambda: _calibrated(lambda: crc32c.crc32c(blob))},
-                     len(blob), "bytes")
+                     len(blob), "bytes", ("crc32c", lambda: _calibrated(crc_limit(blob))))
 
     # -- the index, log and cleaner workloads -----------------------------------------------
 
@@ -272,11 +417,22 @@ class _Run:
             close_peer()
 
     def append(self) -> None:
-        from kafkastore.bench.log import NaiveAiokafkaLog, append_records, chunks, log_config
+        from kafkastore.bench.log import (
+            NaiveAiokafkaLog,
+            append_records,
+            chunks,
+            log_config,
+            ready_batches,
+        )
         from kafkastore.log import Log
 
         self.progress("append")
         batches = chunks(self.keys, self.values, 100)
+        # the limit: the write(2) each append call makes (Kafka's one write a call), of a
+        # batch of the same records encoded alike (ready_batches: the same sizes; only the
+        # base offset and so the CRC differ from what the log writes)
+        limit_file = os.path.join(self.scratch("append-limit"), "limit.log")
+        encoded = ready_batches(self.keys, self.values, 100)
 
         def ours() -> float:
             log = Log.open(self.scratch("append"), log_config())
@@ -301,7 +457,8 @@ class _Run:
             return run
 
         self.compare("append", "100 records a call", ours, {"naive aiokafka_c log": naive},
-                     self.n, "records")
+                     self.n, "records",
+                     ("write(2)", lambda: write_limit(limit_file, encoded)))
 
     def read(self) -> None:
         from kafkastore.bench.log import build_segmented_log
@@ -318,7 +475,10 @@ class _Run:
             offsets = [rng.randrange(log.log_end_offset) for _ in range(k)]
             # the baseline reads as much from a random place of a random segment of the
             # same log, so both touch the same spread of the page cache
-            files = [(s.log.fileno(), s.size - size) for s in log.segments if s.size > size]
+            # (``>=``, a place in ``[0, s.size - size]``: at 1000 records each segment
+            # holds one batch, as large as the read)
+            files = [(s.log.fileno(), s.size - size + 1) for s in log.segments
+                     if s.size >= size]
             where = [(fd, rng.randrange(limit))
                      for fd, limit in (rng.choice(files) for _ in range(k))]
 
@@ -326,12 +486,11 @@ class _Run:
                 for o in offsets:
                     log.read(o, size, False).to_bytes()
 
-            def pread() -> None:
-                for fd, position in where:
-                    os.pread(fd, size, position)
-
+            pread = pread_limit(where, size)
+            # the limit is the peer's own work, timed on its own in the same rounds
             self.compare("read", f"random offset, {len(log.segments)} segments, {size} B",
-                         _timed(ours), {"os.pread": lambda: _timed(pread)}, k, "reads")
+                         _timed(ours), {"os.pread": lambda: _timed(pread)}, k, "reads",
+                         ("pread", lambda: _timed(pread)))
         finally:
             log.close()
 
@@ -355,7 +514,7 @@ class _Run:
             self.compare("recovery", f"{segment.size / 2**20:.1f} MiB segment",
                          _timed(segment.recover),
                          {"crc32c (raw)": lambda: _timed(lambda: crc32c.crc32c(data))},
-                         segment.size, "bytes")
+                         segment.size, "bytes", ("crc32c", lambda: _timed(crc_limit(data))))
         finally:
             log.close()
 
@@ -364,6 +523,7 @@ class _Run:
             build_log,
             clean_kafkastore,
             copy_log,
+            log_files,
             make_cleaner_workload,
             naive_compact,
             require,
@@ -392,8 +552,18 @@ class _Run:
                 return time.perf_counter() - t0
             return run
 
+        def limit() -> Timer:
+            # the bytes a clean retains (one untimed clean of another copy), then the CRC
+            # a rewritten batch needs and one write(2) of them all
+            directory = fresh("limit")
+            clean_kafkastore(directory, "uncompressed")
+            retained = b"".join(_read_file(path) for path in log_files(directory))
+            return write_limit(os.path.join(directory, "limit.out"), [retained],
+                               before=crc_limit(retained))
+
         self.compare("clean", f"uncompressed, {max(self.n // 10, 1)} keys", ours,
-                     {"naive aiokafka_c compactor": naive}, self.n, "records")
+                     {"naive aiokafka_c compactor": naive}, self.n, "records",
+                     ("crc32c+write(2)", limit))
 
 
     def tiered(self) -> None:
@@ -462,6 +632,11 @@ class _Run:
             "server", f"transactions of {t.records_per_transaction} records, one producer: "
             f"{t.transactions_per_s:,.0f} transactions/s", "same records, no transactions",
             t.transactional_s, t.plain_s, t.records, "records"))
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
 
 def count_steps(workloads: Iterable[str], codecs: Sequence[str]) -> int:
     """How many times :func:`run_suite` calls ``progress`` for these arguments."""
@@ -544,19 +719,27 @@ def _seconds(s: float) -> str:
 
 def format_table(results: Sequence[Comparison], markdown: bool = False) -> str:
     """The comparisons as an aligned text table (or a markdown one): workload, variant,
-    kafkastore's best time and rate, the peer, its best time, and the ratio."""
-    header = ("workload", "variant", "kafkastore", "rate", "peer", "peer time", "ratio")
+    kafkastore's best time and rate, the peer, its best time, and the ratio. When any row
+    has a physical limit, three columns stand before the ratio: the limit (a key of
+    :data:`LIMITS`), its best time and ``of limit`` (``limit time / kafkastore time``),
+    ``-`` in the rows without one."""
+    with_limits = any(c.limit_s is not None for c in results)
+    header = ("workload", "variant", "kafkastore", "rate", "peer", "peer time",
+              *(("limit", "limit time", "of limit") if with_limits else ()), "ratio")
     rows = []
     for c in results:
         if c.skipped is not None:
-            rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
-                         "-", f"skipped: {c.skipped}"))
+            peer_time, ratio = "-", f"skipped: {c.skipped}"
         elif c.peer_s is None:   # a row of its own numbers, no peer (the coordinators')
-            rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
-                         "-", "-"))
+            peer_time, ratio = "-", "-"
         else:
-            rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
-                         _seconds(c.peer_s), f"{c.ratio:.2f}x"))
+            peer_time, ratio = _seconds(c.peer_s), f"{c.ratio:.2f}x"
+        limit = ()
+        if with_limits:
+            limit = ("-", "-", "-") if c.limit_s is None else \
+                (c.limit, _seconds(c.limit_s), f"{c.of_limit:.2f}")
+        rows.append((c.workload, c.variant, _seconds(c.kafkastore_s), _rate(c), c.peer,
+                     peer_time, *limit, ratio))
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -566,3 +749,9 @@ def format_table(results: Sequence[Comparison], markdown: bool = False) -> str:
     for row in [header, *rows]:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
     return "\n".join(line.rstrip() for line in lines)
+
+
+def format_limits(results: Sequence[Comparison]) -> list[str]:
+    """One legend line per physical limit the rows of ``results`` stand beside."""
+    names = dict.fromkeys(c.limit for c in results if c.limit_s is not None)
+    return [f"{name}: {LIMITS[name]}" for name in names]

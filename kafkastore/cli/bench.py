@@ -38,7 +38,14 @@ def register(cli: CommandLine) -> None:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from kafkastore.bench.suite import count_steps, environment, format_table, run_suite
+    from kafkastore.bench.suite import (
+        LIMITS,
+        count_steps,
+        environment,
+        format_limits,
+        format_table,
+        run_suite,
+    )
 
     workloads = [w for w in args.workloads.split(",") if w]
     codecs = [c for c in args.codecs.split(",") if c]
@@ -53,12 +60,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     env = environment()
     if args.json:
         print(json.dumps({"records": args.records, "reps": args.reps, "environment": env,
-                          "results": [r.as_dict() for r in results]}))
+                          "limits": LIMITS, "results": [r.as_dict() for r in results]}))
         return EXIT_OK
     print(f"kafkastore bench: {args.records:,} records, best of {args.reps} reps, "
           "kafkastore and each peer alternating in one process")
     print("; ".join(f"{k} {v}" for k, v in env.items()))
     print("ratio = peer time / kafkastore time: above 1, kafkastore is faster")
+    legend = format_limits(results)
+    if legend:
+        print("of limit = limit time / kafkastore time: how close kafkastore comes to the "
+              "same work's physical limit on this machine (1: at it); the limits:")
+        print("\n".join(f"  {line}" for line in legend))
     print()
     print(format_table(results, markdown=args.markdown))
     return EXIT_OK
