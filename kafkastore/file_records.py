@@ -640,7 +640,7 @@ class LogSlice:
         self.file = file
         self.position = position
         self.size = size
-        self._generation = file.truncations
+        self._generation = len(file._truncations)   # (file.truncations, on the read path)
         self.first_offset = first_offset
         self.first_entry_incomplete = first_entry_incomplete
         self._data = data if data is not None and len(data) == size else None

@@ -221,7 +221,8 @@ class LocalLog:
         bound_segment = bisect.bisect_right(bases, max_offset) - 1 if committed else None
         while i < len(segments):
             segment = segments[i]
-            if not locked and segment.log.closed:
+            # (the attribute, not the property: this is the read path)
+            if not locked and segment.log._closed:
                 raise SegmentGone()   # do not reopen a deleted segment's index
             max_position = None
             if committed:
@@ -233,7 +234,7 @@ class LocalLog:
             found = segment.read(offset, max_bytes, max_position, min_one_message)
             if found is not None and committed:
                 found.aborted_transactions = self._aborted_for_fetch(offset, i, found)
-            if not locked and segment.log.closed:
+            if not locked and segment.log._closed:
                 # closed (deleted) during the read: its bytes may come from a reused
                 # descriptor; the caller reads again under the lock
                 raise SegmentGone()

@@ -19,9 +19,11 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkastore import _fileio
+from kafkastore._fileio import FileSystem as _FileSystem
+from kafkastore._kernels import entry_walk
 from kafkastore.batch_header import PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, header_field
 from kafkastore.errors import CorruptIndexError, IndexClosedError, KafkaStoreError
-from kafkastore.file_records import FileRecords, LogSlice
+from kafkastore.file_records import _PREFETCH_MAX, _WINDOW, FileRecords, LogSlice
 from kafkastore.offset_index import OffsetIndex
 from kafkastore.producer_state import ProducerStateManager, producer_batch
 from kafkastore.records import read_batch
@@ -53,6 +55,8 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 
 _INT_MAX = (1 << 31) - 1
+_locate_read = entry_walk.locate_read
+_os_pread = os.pread
 _LONG_MAX = (1 << 63) - 1
 NO_TIMESTAMP = -1
 
@@ -461,20 +465,38 @@ class LogSegment:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
         log = self.log
         if max_position is None:
-            max_position = log.size
+            max_position = log._size
         # the loaded index directly (no property call) once its deferred check is done
         index = None if self._index_check_pending else self._offset_index._index
         if index is None:
             index = self.offset_index
-        index_offset, index_position, next_position = index.lookup_with_next(start_offset)
-        # one pread usually serves both the header search and the data
-        header, data = log.search_with_data(
-            start_offset, index_position, max_size, next_position=next_position,
-            at_start=index_offset == start_offset)
-        if header is None:
-            return None
-        start_position = header.position
-        adjusted = max(max_size, header.size) if min_one_message else max_size
+        found = None
+        if type(log) is FileRecords and not log._closed:
+            # the common case in one kernel call: the index lookup and the header check
+            # of the batch it points at, on one pread that usually also holds the data
+            # (Kafka's LogSegment.read: offsetIndex.lookup, then
+            # FileRecords.searchForOffsetWithSize from the entry's position)
+            entries = index._entries   # before the view: see abstract_index._valid
+            view = index._view
+            if view is not None:
+                fs = _fileio.fs
+                found = _locate_read(
+                    view, entries, index._base_offset, start_offset,
+                    _os_pread if type(fs) is _FileSystem else fs.pread, log._fd, log._size,
+                    max_size if _WINDOW <= max_size <= _PREFETCH_MAX else _WINDOW)
+        if found is not None:
+            start_position, header_size, data = found
+        else:
+            # the general path: a walk of the headers from the entry (and the errors of
+            # a closed index or file, a sparse index, a corrupt size field)
+            index_offset, index_position, next_position = index.lookup_with_next(start_offset)
+            header, data = log.search_with_data(
+                start_offset, index_position, max_size, next_position=next_position,
+                at_start=index_offset == start_offset)
+            if header is None:
+                return None
+            start_position, header_size = header.position, header.size
+        adjusted = max(max_size, header_size) if min_one_message else max_size
         if adjusted == 0:
             # Kafka: FetchDataInfo(offsetMetadata, MemoryRecords.EMPTY), not flagged incomplete
             return LogSlice(self.log, start_position, 0, start_offset,
@@ -483,7 +505,7 @@ class LogSegment:
         if data is not None and len(data) != fetch_size:
             data = data[:fetch_size] if len(data) > fetch_size else None
         return LogSlice(self.log, start_position, fetch_size, start_offset,
-                        first_entry_incomplete=adjusted < header.size, data=data)
+                        first_entry_incomplete=adjusted < header_size, data=data)
 
     def read_next_offset(self) -> int:
         """The offset after the last entry (``base_offset`` if empty): scans past the last index entry."""

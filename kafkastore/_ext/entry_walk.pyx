@@ -11,14 +11,16 @@ needs lie inside the buffer, so a hostile file gives a wrong answer or
 size field near ``INT32_MAX`` cannot overflow the arithmetic.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport INT32_MAX, INT32_MIN, int32_t, int64_t, uint8_t
 
 from kafkastore._ext.consts cimport (HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
                                      LEGACY_TIMESTAMP_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET,
-                                     MAX_TIMESTAMP_OFFSET, MIN_ENTRY_SIZE)
+                                     MAX_TIMESTAMP_OFFSET, MIN_ENTRY_SIZE,
+                                     OFFSET_INDEX_ENTRY_SIZE)
+from kafkastore._ext.index_search cimport idx_column, idx_slot_range
 from kafkastore._ext.reader cimport add64, be_i32, be_i64, view_ptr
 
-__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry"]
+__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry", "locate_read"]
 
 FOUND = 0
 NEED_MORE = 1
@@ -30,34 +32,42 @@ cdef enum:
     V1_HEADER = 26     # up to and including the v1 timestamp
 
 
-def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
-               int64_t target_offset):
-    """See ``kafkastore/_pure/entry_walk.py``."""
-    cdef const uint8_t* data = view_ptr(buffer)
-    cdef int64_t have = buffer.shape[0]
-    cdef int64_t pos = position
+cdef struct Entry:
+    int64_t pos          # relative to the buffer
+    int64_t size         # FOUND: the entry's size with its prefix; CORRUPT: the size field
+    int magic
+    int64_t offset
+    int64_t last
+    int64_t max_ts
+
+
+cdef int _walk(const uint8_t* data, int64_t have, int64_t pos, int64_t limit,
+               int64_t target_offset, Entry* out) noexcept nogil:
+    """find_entry's walk, its status returned and the entry's fields in ``out``."""
     cdef int64_t offset, last, max_ts, entry
     cdef int32_t size
     cdef int magic
-    if position < 0:
-        raise ValueError(f"negative position {position}")
+    out.size = out.magic = out.offset = out.last = out.max_ts = 0
     while True:
+        out.pos = pos
         if pos >= limit - HEADER_SIZE_UP_TO_MAGIC:
-            return 2, pos, 0, 0, 0, 0, 0
+            return 2
         if pos + HEADER_SIZE_UP_TO_MAGIC > have:
-            return 1, pos, 0, 0, 0, 0, 0
+            return 1
         offset = be_i64(data + pos)
         size = be_i32(data + pos + 8)
         if size < MIN_ENTRY_SIZE:
-            return 3, pos, size, 0, offset, 0, 0
+            out.size = size
+            out.offset = offset
+            return 3
         if pos > limit - LOG_OVERHEAD - size:
-            return 2, pos, 0, 0, 0, 0, 0
+            return 2
         entry = <int64_t>size + LOG_OVERHEAD
         magic = data[pos + MAGIC_OFFSET]
         if magic >= 2:
             if entry >= V2_HEADER:
                 if pos + V2_HEADER > have:
-                    return 1, pos, 0, 0, 0, 0, 0
+                    return 1
                 # int64 wrap as Java's (and the pure twin's)
                 last = add64(offset, be_i32(data + pos + LAST_OFFSET_DELTA_OFFSET))
                 max_ts = be_i64(data + pos + MAX_TIMESTAMP_OFFSET)
@@ -68,10 +78,88 @@ def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
             last = offset
             if magic == 1 and entry >= V1_HEADER:
                 if pos + V1_HEADER > have:
-                    return 1, pos, 0, 0, 0, 0, 0
+                    return 1
                 max_ts = be_i64(data + pos + LEGACY_TIMESTAMP_OFFSET)
             else:
                 max_ts = -1
         if last >= target_offset:
-            return 0, pos, entry, magic, offset, last, max_ts
+            out.size = entry
+            out.magic = magic
+            out.offset = offset
+            out.last = last
+            out.max_ts = max_ts
+            return 0
         pos += entry
+
+
+def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
+               int64_t target_offset):
+    """See ``kafkastore/_pure/entry_walk.py``."""
+    cdef Entry e
+    if position < 0:
+        raise ValueError(f"negative position {position}")
+    cdef int status = _walk(view_ptr(buffer), buffer.shape[0], position, limit,
+                            target_offset, &e)
+    return status, e.pos, e.size, e.magic, e.offset, e.last, e.max_ts
+
+
+cdef bint _index_bounds(const uint8_t[::1] index, Py_ssize_t entries, int64_t rel,
+                       int64_t* position, int64_t* next_position) except -1:
+    """OffsetIndex.lookup_with_next over ``index``: the position of the largest entry
+    <= ``rel`` (0 if none) into ``position``, the next entry's (-1 if none) into
+    ``next_position``; True when the entry maps ``rel`` itself. The view is released on return, so no export of the index's map outlives the
+    lookup."""
+    cdef Py_ssize_t capacity = index.shape[0] // OFFSET_INDEX_ENTRY_SIZE
+    cdef const uint8_t* data = view_ptr(index)
+    cdef Py_ssize_t lower = -1, upper = -1
+    cdef bint at_start = False
+    if entries > capacity:   # a count read beside a replaced view (abstract_index._valid)
+        entries = capacity
+    idx_slot_range(data, entries, idx_column(0, 0), rel, &lower, &upper)
+    position[0] = 0
+    next_position[0] = -1
+    if lower >= 0:
+        at_start = be_i32(data + lower * OFFSET_INDEX_ENTRY_SIZE) == rel
+        position[0] = be_i32(data + lower * OFFSET_INDEX_ENTRY_SIZE + 4)
+    if lower + 1 < entries:
+        next_position[0] = be_i32(data + (lower + 1) * OFFSET_INDEX_ENTRY_SIZE + 4)
+    return at_start
+
+
+cdef object _walk_window(pread, fd, int64_t at, int64_t stop, Py_ssize_t window,
+                        int64_t target_offset, Entry* e):
+    """The window of ``min(window, stop - at)`` bytes read at ``at`` when the walk from
+    its start finds the target's entry in it (its fields in ``e``), else None."""
+    if at < 0 or at >= stop:   # an index position is not trusted before this check
+        return None
+    cdef int64_t left = stop - at
+    win = pread(fd, window if window < left else left, at)
+    if type(win) is not bytes:
+        return None
+    if _walk(<const uint8_t*><const char*>win, len(<bytes>win), 0, left, target_offset,
+             e) != 0:
+        return None
+    return win
+
+
+def locate_read(index, Py_ssize_t entries, int64_t base_offset, int64_t target_offset,
+                pread, fd, int64_t stop, Py_ssize_t window):
+    """See ``kafkastore/_pure/entry_walk.py``."""
+    cdef int64_t rel = target_offset - base_offset
+    cdef int64_t position, next_position
+    cdef Entry e
+    if rel < INT32_MIN or rel > INT32_MAX:
+        return None
+    cdef bint at_start = _index_bounds(index, entries, rel, &position, &next_position)
+    if not at_start and position < next_position < stop:
+        win = _walk_window(pread, fd, next_position, stop, window, target_offset, &e)
+        # from the next entry's position only a v2 batch says by its base offset that
+        # it holds the target (a legacy wrapper's offset is its last inner offset)
+        if win is not None and e.pos == 0 and e.magic >= 2 and e.offset <= target_offset:
+            return next_position, e.size, win
+    win = _walk_window(pread, fd, position, stop, window, target_offset, &e)
+    if win is None:
+        return None
+    if e.pos != 0:
+        return position + e.pos, e.size, (<bytes>win)[e.pos:]
+    return position, e.size, win

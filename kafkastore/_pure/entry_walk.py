@@ -35,8 +35,10 @@ from kafkastore._pure.reader import (
     MIN_ENTRY_SIZE,
     wrap64,
 )
+from kafkastore._pure.index_search import KEY, OFFSET_ENTRY_SIZE, OFFSET_INDEX, \
+    lower_entry_and_next
 
-__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry"]
+__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry", "locate_read"]
 
 #: ``find_entry`` statuses.
 FOUND = 0       # an entry whose last offset >= target: its header fields follow
@@ -100,3 +102,68 @@ def find_entry(buffer, position: int, limit: int, target_offset: int):
         if last >= target_offset:
             return FOUND, pos, entry, magic, offset, last, max_ts
         pos += entry
+
+
+def locate_read(index, entries: int, base_offset: int, target_offset: int, pread, fd,
+                stop: int, window: int):
+    """A read's index lookup and header search in one call, in the common case.
+
+    ``index`` is an offset index's buffer holding ``entries`` entries (capped to what it
+    holds) relative to ``base_offset``; ``pread(fd, size, position)`` reads the
+    segment's ``.log`` file, whose logical end is ``stop``. Kafka's
+    ``LogSegment.read`` looks up the largest index entry <= ``target_offset`` and walks
+    the batch headers from its position (``FileRecords.searchForOffsetWithSize``); in
+    the common case one window of at most ``window`` bytes settles it:
+
+    * read at the next entry's position, when the entry found does not map the target
+      itself: the batch there is the one wanted when it is a v2 batch whose base
+      offset is <= the target (the index records a batch's *last* offset, so the next
+      entry's batch ends at or past the target), with no walk;
+    * else (the entry maps the target, there is no entry after it, or the batch at the
+      next one starts past the target: a second read then) the walk from the entry's
+      position (0 without one), as Kafka's, within the window, which is then sliced
+      to start at the batch found.
+
+    Returns ``(position, entry_size, window)``: the batch holding the target, its size
+    with the 12-byte prefix, and the bytes read from ``position`` on (what the pread
+    gave: the caller keeps them when they hold its read). Returns None when the
+    common case does not apply (a sparse or stale index, a legacy entry from the next
+    position, a header not wholly in the window, any size field out of bounds): the
+    caller takes the general path, which reports corruption. Nothing outside ``index`` or the window is read, and no
+    index position is trusted before it is checked against ``[0, stop)``.
+    """
+    rel = target_offset - base_offset
+    if not -(1 << 31) <= rel < (1 << 31):
+        return None
+    entries = min(entries, len(index) // OFFSET_ENTRY_SIZE)
+    slot, key, position, _, next_position = lower_entry_and_next(
+        index, entries, OFFSET_INDEX, rel, KEY)
+    at_start = slot >= 0 and key == rel
+    if slot + 1 >= entries:
+        next_position = -1
+    if not at_start and position < next_position < stop:
+        found = _walk_window(pread, fd, next_position, stop, window, target_offset)
+        # from the next entry's position only a v2 batch says by its base offset that
+        # it holds the target (a legacy wrapper's offset is its last inner offset)
+        if found is not None and found[1] == 0 and found[3] >= 2 \
+                and found[4] <= target_offset:
+            return next_position, found[2], found[0]
+    found = _walk_window(pread, fd, position, stop, window, target_offset)
+    if found is None:
+        return None
+    win, pos, size = found[:3]
+    return (position + pos, size, win[pos:]) if pos else (position, size, win)
+
+
+def _walk_window(pread, fd, at: int, stop: int, window: int, target_offset: int):
+    """``(window, position, size, magic, offset)``: the ``min(window, stop - at)`` bytes
+    read at ``at`` and the target's entry the walk from their start finds in them, or
+    None."""
+    if at < 0 or at >= stop:   # an index position is not trusted before this check
+        return None
+    left = stop - at
+    win = pread(fd, min(window, left), at)
+    if type(win) is not bytes:
+        return None
+    status, pos, size, magic, offset, _, _ = find_entry(win, 0, left, target_offset)
+    return (win, pos, size, magic, offset) if status == FOUND else None
