@@ -60,7 +60,13 @@ class StubBroker:
     def _read(conn, n: int) -> bytes | None:
         data = b""
         while len(data) < n:
-            chunk = conn.recv(n - len(data))
+            try:
+                chunk = conn.recv(n - len(data))
+            except ConnectionError:
+                # librdkafka resets its connections when the client is destroyed (its
+                # coordinator connection too, since the stub answers FindCoordinator):
+                # for the stub, the connection's end, as a close is
+                return None
             if not chunk:
                 return None
             data += chunk
@@ -83,7 +89,10 @@ class StubBroker:
                     self.errors.append(exc)
                     return
                 if answer is not None:
-                    conn.sendall(b"".join(protocol.encode_response(header, answer)))
+                    try:
+                        conn.sendall(b"".join(protocol.encode_response(header, answer)))
+                    except ConnectionError:
+                        return   # (the client went away: see _read)
 
     def _answer(self, header, body):
         if header.api_key == 18:
