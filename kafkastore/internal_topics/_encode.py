@@ -1,12 +1,16 @@
-"""The writing primitives the internal topics' record formats share: Kafka's unsigned
-varint and its strings (int16 length, or the compact ``length + 1`` varint of flexible
-versions), as Kafka's generated ``write`` methods emit them."""
+"""What the internal topics' record formats share: the writing primitives (Kafka's
+unsigned varint and its strings: int16 length, or the compact ``length + 1`` varint of
+flexible versions, as Kafka's generated ``write`` methods emit them), the error for a key
+of another record type, and the JSON text ``kafka-dump-log.sh`` prints."""
 
 from __future__ import annotations
 
+import json
 import struct
 
-__all__ = ["uvarint", "string"]
+from kafkastore.errors import CorruptRecordError
+
+__all__ = ["UnknownRecordTypeError", "dump_json", "uvarint", "string"]
 
 _I16 = struct.Struct(">h")
 
@@ -28,3 +32,18 @@ def string(s: str, flexible: bool) -> bytes:
     if len(b) > 0x7FFF:
         raise ValueError(f"a string of {len(b)} bytes does not fit Kafka's int16 length")
     return (uvarint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
+
+
+class UnknownRecordTypeError(CorruptRecordError):
+    """A key of a record type the module reading it does not read (Kafka's
+    ``Deserializer.UnknownRecordTypeException``)."""
+
+    def __init__(self, record_type: int) -> None:
+        super().__init__(f"Unknown record type {record_type}", position=0)
+        self.record_type = record_type
+
+
+def dump_json(obj) -> str:
+    """``obj`` as Jackson's ``ObjectNode.toString()`` writes it (what
+    ``kafka-dump-log.sh``'s decoders print): no spaces, non-ASCII as is."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

@@ -22,11 +22,12 @@ type, such as KIP-848's consumer-group records, which this module does not read)
 from __future__ import annotations
 
 import base64
-import json
 import struct
 from dataclasses import dataclass, field
 
 from kafkastore.errors import CorruptRecordError
+from kafkastore.internal_topics._encode import UnknownRecordTypeError
+from kafkastore.internal_topics._encode import dump_json as _json
 from kafkastore.internal_topics._encode import string as _string
 from kafkastore.internal_topics._encode import uvarint as _uvarint
 
@@ -46,15 +47,6 @@ OFFSET_COMMIT_VALUE_EXPIRING_VERSION = 1
 GROUP_METADATA_VALUE_VERSION = 3
 _MAX_VALUE_VERSION = 4
 _FLEXIBLE = 4
-
-
-class UnknownRecordTypeError(CorruptRecordError):
-    """A key of a record type this module does not read (Kafka's
-    ``Deserializer.UnknownRecordTypeException``)."""
-
-    def __init__(self, record_type: int) -> None:
-        super().__init__(f"Unknown record type {record_type}", position=0)
-        self.record_type = record_type
 
 
 # -- the records ------------------------------------------------------------------------
@@ -336,11 +328,6 @@ def decode_group_value(data: bytes) -> GroupMetadataValue:
 
 
 # -- kafka-dump-log.sh --offsets-decoder ----------------------------------------------------
-
-def _json(obj) -> str:
-    # Jackson's ObjectNode.toString(): no spaces, non-ASCII as is
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
 
 def _b64(b: bytes | None) -> str | None:
     return None if b is None else base64.b64encode(b).decode("ascii")

@@ -19,12 +19,13 @@ reader says for the same bytes, which :func:`parse_for_dump` prints as Kafka's
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 from kafkastore.errors import CorruptRecordError
+from kafkastore.internal_topics._encode import UnknownRecordTypeError
+from kafkastore.internal_topics._encode import dump_json as _json
 from kafkastore.internal_topics._encode import string as _string
 from kafkastore.internal_topics._encode import uvarint as _uvarint
 
@@ -73,15 +74,6 @@ _STATE_NAMES = {
     TransactionState.COMPLETE_ABORT: "CompleteAbort", TransactionState.DEAD: "Dead",
     TransactionState.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
 _BY_NAME = {v: k for k, v in _STATE_NAMES.items()}
-
-
-class UnknownRecordTypeError(CorruptRecordError):
-    """A key whose record type is not ``TransactionLogKey``'s (Kafka's
-    ``Deserializer.UnknownRecordTypeException``)."""
-
-    def __init__(self, record_type: int) -> None:
-        super().__init__(f"Unknown record type {record_type}", position=0)
-        self.record_type = record_type
 
 
 class _Reader:
@@ -341,11 +333,6 @@ def _skip_tagged(r: _Reader) -> None:
     for _ in range(r.uvarint()):
         r.uvarint()
         r.raw(r.uvarint())
-
-
-def _json(obj) -> str:
-    # Jackson's ObjectNode.toString: no spaces, non-ASCII as is
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def parse_for_dump(key: bytes | None, value: bytes | None,

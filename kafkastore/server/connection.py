@@ -93,14 +93,18 @@ class _Truncated(Exception):
     """The client closed in the middle of a request: (what, bytes got, bytes expected)."""
 
 
+def _grow(buffer: bytearray, capacity: int) -> None:
+    """Make ``buffer`` at least ``capacity`` bytes long, in place."""
+    if len(buffer) < capacity:
+        buffer.extend(bytes(capacity - len(buffer)))
+
+
 class FrameStream(asyncio.BufferedProtocol):
     """A connection's transport, read as Kafka's frames, written with flow control.
 
     Reading (Kafka's ``NetworkReceive``): a request's bytes are received straight into
     the buffer of that request (``recv_into``), so each byte is copied once, from the
-    kernel; ``StreamReader.readexactly`` copied a large request four times (into its
-    buffer, a slice, ``bytes``, and the move of what followed) and paused and resumed the
-    transport for every 64 KiB. The buffer grows with what arrives (1 MiB first, then
+    kernel (asyncio's streams copied each request twice more, into fresh memory). The buffer grows with what arrives (1 MiB first, then
     doubling up to the declared size), so a declared size is never allocated up front.
     Once its request is answered, the buffer comes back (:meth:`recycle`) and receives
     the next large request: up to ``_POOL`` buffers of up to ``_POOL_MAX_BYTES`` are kept
@@ -157,7 +161,7 @@ class FrameStream(asyncio.BufferedProtocol):
         if self._filled == len(frame):
             # more of this request has arrived than was allocated: double, up to its
             # size (in place: nothing holds a view of a request still arriving)
-            frame.extend(bytes(min(self._size, 2 * len(frame)) - len(frame)))
+            _grow(frame, min(self._size, 2 * len(frame)))
         # (up to the request's end: what follows is the next request's, read apart)
         return memoryview(frame)[self._filled:self._size]
 
@@ -231,8 +235,7 @@ class FrameStream(asyncio.BufferedProtocol):
         if not self._free:
             return bytearray(capacity)
         buffer = self._free.pop()
-        if len(buffer) < capacity:
-            buffer.extend(bytes(capacity - len(buffer)))
+        _grow(buffer, capacity)
         return buffer
 
     def recycle(self, frame) -> None:
@@ -357,21 +360,16 @@ class Connection:
     broker
         The shared state the handlers use.
     stream
-        The connection's :class:`FrameStream` (also :attr:`writer`, whose
-        ``transport`` is the connection's).
-    max_request_bytes
-        ``socket.request.max.bytes``: the largest request frame accepted.
+        The connection's :class:`FrameStream` (its ``max_request_bytes`` is
+        ``socket.request.max.bytes``, the largest request frame accepted).
     idle_s
         ``connections.max.idle.ms`` in seconds: how long the connection may wait for the
         next request, or for its response to make progress.
     """
 
-    def __init__(self, broker: Broker, stream: FrameStream, *, max_request_bytes: int,
-                 idle_s: float) -> None:
+    def __init__(self, broker: Broker, stream: FrameStream, *, idle_s: float) -> None:
         self.broker = broker
-        self.stream = self.writer = stream
-        self.max_request_bytes = max_request_bytes
-        stream.max_request_bytes = max_request_bytes
+        self.stream = stream
         self.idle_s = idle_s
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -414,7 +412,7 @@ class Connection:
         except Exception:  # never let one connection's failure reach the server
             _log.exception("kafkastore serve: closing connection from %s", self.peer)
         finally:
-            self.writer.close()
+            self.stream.close()
 
     async def _read(self):
         try:
@@ -423,7 +421,7 @@ class Connection:
             # Kafka's NetworkReceive.readFrom -> InvalidReceiveException, channel closed
             _log.warning("kafkastore serve: closing connection from %s: invalid "
                          "request size %d (socket.request.max.bytes is %d)",
-                         self.peer, exc.args[0], self.max_request_bytes)
+                         self.peer, exc.args[0], self.stream.max_request_bytes)
         except _Truncated as exc:
             what, got, need = exc.args
             _log.warning("kafkastore serve: connection from %s closed in the middle "
@@ -520,15 +518,15 @@ class Connection:
     async def _write(self, pieces: list) -> None:
         """Write the pieces in order, waiting (up to the idle time) while the transport's
         buffer is above its high-water mark."""
-        writer = self.writer
+        stream = self.stream
         try:
             for piece in pieces:
                 if isinstance(piece, protocol.FileRegion):
                     if piece.size:
                         await self._send_region(piece)
                 else:
-                    writer.write(piece)
-                    if writer.write_paused:
+                    stream.write(piece)
+                    if stream.write_paused:
                         await self._drain()
         finally:
             for piece in pieces:
@@ -537,7 +535,7 @@ class Connection:
 
     async def _drain(self) -> None:
         try:
-            await asyncio.wait_for(self.writer.drain(), self.idle_s)
+            await asyncio.wait_for(self.stream.drain(), self.idle_s)
         except (asyncio.TimeoutError, TimeoutError):
             raise ConnectionError(f"no progress writing a response for {self.idle_s:.0f} s "
                                   "(connections.max.idle.ms)") from None
@@ -550,14 +548,14 @@ class Connection:
                 # the stdlib's native path waits for the write buffer to empty, then
                 # os.sendfile; it moves the file's offset, which the region owns
                 await asyncio.wait_for(
-                    sendfile(self.writer.transport, region.file, region.position,
+                    sendfile(self.stream.transport, region.file, region.position,
                              region.size, fallback=False), self.idle_s)
                 return
             except (asyncio.TimeoutError, TimeoutError):
                 raise ConnectionError("no progress sending a file region for "
                                       f"{self.idle_s:.0f} s") from None
             except RuntimeError as exc:   # SendfileNotAvailableError is one
-                if self.writer.transport.is_closing():
+                if self.stream.transport.is_closing():
                     raise ConnectionError("the connection closed") from exc
         # no native sendfile: pread (the file's offset is not moved) and write with flow
         # control, one chunk at a time
@@ -567,7 +565,7 @@ class Connection:
             chunk = os.pread(fd, min(left, _PREAD_CHUNK), position)
             if not chunk:
                 raise ConnectionError(f"file region ends {left} bytes early")
-            self.writer.write(chunk)
+            self.stream.write(chunk)
             await self._drain()
             position += len(chunk)
             left -= len(chunk)

@@ -347,9 +347,12 @@ class GroupCoordinator:
         ``__consumer_offsets``: the base offset. Raises _Error with Kafka's code for a
         failed append (GroupCoordinatorService's mapping: a too large batch is
         INVALID_COMMIT_OFFSET_SIZE, a storage failure COORDINATOR_NOT_AVAILABLE)."""
-        self._ensure_topic()
         p = self.partition_for(group_id)
         log = self.broker.log(GROUP_METADATA_TOPIC, p)
+        if log is None:
+            # (the topic is looked for only then: finding it lists every log)
+            self._ensure_topic()
+            log = self.broker.log(GROUP_METADATA_TOPIC, p)
         if log is None:
             raise _Error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:

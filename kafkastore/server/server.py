@@ -168,6 +168,7 @@ class KafkaServer:
         await broker.group_coordinator.start()
         await broker.txn_coordinator.start()
         max_bytes = int(self.config["socket.request.max.bytes"])  # type: ignore[arg-type]
+        self._idle_s = int(self.config["connections.max.idle.ms"]) / 1000  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: FrameStream(max_bytes, self._accept), self.host, self.port,
@@ -192,10 +193,7 @@ class KafkaServer:
             # accepted in the last moments before the listening socket closed
             stream.close()
             return
-        max_bytes = int(self.config["socket.request.max.bytes"])  # type: ignore[arg-type]
-        idle_ms = int(self.config["connections.max.idle.ms"])  # type: ignore[arg-type]
-        conn = Connection(self.broker, stream, max_request_bytes=max_bytes,
-                          idle_s=idle_ms / 1000)
+        conn = Connection(self.broker, stream, idle_s=self._idle_s)
         self.connections.add(conn)
         conn.task = asyncio.get_running_loop().create_task(conn.run())
         conn.task.add_done_callback(lambda _task: self._connection_done(conn))

@@ -216,9 +216,12 @@ class TransactionCoordinator:
         """Append ``meta`` (or a tombstone) to its ``__transaction_state`` partition
         (``TransactionStateManager.appendTransactionToLog``); returns once appended.
         Raises TxnError(COORDINATOR_NOT_AVAILABLE) when the log refuses it."""
-        self._ensure_state_topic()
         p = partition_for(meta.transactional_id, self._num_partitions())
         log = self.broker.log(TRANSACTION_STATE_TOPIC, p)
+        if log is None:
+            # (the topic is looked for only then: finding it lists every log)
+            self._ensure_state_topic()
+            log = self.broker.log(TRANSACTION_STATE_TOPIC, p)
         if log is None:
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         key = TransactionLogKey(meta.transactional_id).to_bytes()

@@ -155,7 +155,7 @@ def test_a_slow_reader_does_not_grow_the_servers_memory(server):
                 time.sleep(0.01)
         assert stuck_since is not None, "the server kept reading requests it could not answer"
         conns = list(server.connections)
-        buffered = max(c.writer.transport.get_write_buffer_size() for c in conns)
+        buffered = max(c.stream.transport.get_write_buffer_size() for c in conns)
         answered = max(c.requests for c in conns)
         assert buffered <= 256 * 1024, buffered
         # what was answered fits in the kernel's buffers, not in the server's memory
