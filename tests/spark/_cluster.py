@@ -74,7 +74,9 @@ class Cluster:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.status().get("workers", ()) if w.get("state") == "ALIVE")
-        except OSError:
+        except (OSError, ValueError):
+            # not up yet: no answer, or (while the master's UI starts) a body that is not
+            # its JSON yet, which failed a CI run with a JSONDecodeError
             return 0
 
     def driver(self, steps: list[dict], timeout: float = 900) -> list[dict]:
