@@ -212,3 +212,13 @@ def test_a_read_through_a_test_file_system_is_served_by_it(log):
     finally:
         _fileio.install(old)
     assert Counting.preads >= 1
+
+
+def test_a_max_size_past_int64_reads_as_the_general_path(log, monkeypatch):
+    """Kafka's maxBytes is an int32, but Log.read takes any int: a size past the kernel's
+    int64 reads as the general path reads it (the whole rest of the segment), not an
+    OverflowError."""
+    cases = [(o, m, f) for o in (log.log_start_offset, log.segments[2].base_offset + 1,
+                                 log.log_end_offset - 1)
+             for m in (1 << 63, 1 << 70) for f in (False, True)]
+    compare(log, monkeypatch, cases)

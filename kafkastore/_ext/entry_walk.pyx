@@ -14,7 +14,7 @@ size field near ``INT32_MAX`` cannot overflow the arithmetic.
 from os import pread as _os_pread
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport INT32_MAX, INT32_MIN, int32_t, int64_t, uint8_t
+from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, int32_t, int64_t, uint8_t
 
 from kafkastore._ext.consts cimport (HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
                                      LEGACY_TIMESTAMP_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET,
@@ -237,23 +237,33 @@ cdef object _read_segment(segment, int64_t target_offset, int64_t max_size,
     return new_slice(log, position, fetch, target_offset, adjusted < header_size, data)
 
 
-def read_segment(segment, int64_t target_offset, int64_t max_size, max_position,
+cdef inline int64_t _size_bound(max_size) except -2:
+    """A read's ``max_size`` as an int64, -1 when negative: any int is a size (a size past
+    INT64_MAX reads as much as INT64_MAX does: the file bounds the slice first)."""
+    if max_size < 0:
+        return -1
+    return INT64_MAX if max_size > INT64_MAX else <int64_t>max_size
+
+
+def read_segment(segment, int64_t target_offset, max_size, max_position,
                  bint min_one_message, fs, tuple plan):
     """See ``kafkastore/_pure/entry_walk.py``."""
-    if max_size < 0:
+    cdef int64_t size = _size_bound(max_size)
+    if size < 0:
         return None
     if max_position is None:
-        return _read_segment(segment, target_offset, max_size, 0, False, min_one_message, fs,
+        return _read_segment(segment, target_offset, size, 0, False, min_one_message, fs,
                              plan)
-    return _read_segment(segment, target_offset, max_size, max_position, True,
+    return _read_segment(segment, target_offset, size, max_position, True,
                          min_one_message, fs, plan)
 
 
-def read_at(tuple segments, tuple bases, int64_t target_offset, int64_t max_size,
+def read_at(tuple segments, tuple bases, int64_t target_offset, max_size,
             bint min_one_message, fs, tuple plan):
     """See ``kafkastore/_pure/entry_walk.py``."""
     cdef Py_ssize_t lo = 0, hi = len(bases), mid
-    if max_size < 0:
+    cdef int64_t size = _size_bound(max_size)
+    if size < 0:
         return None
     while lo < hi:   # bisect_right: the last segment whose base is <= the target
         mid = (lo + hi) >> 1
@@ -263,5 +273,5 @@ def read_at(tuple segments, tuple bases, int64_t target_offset, int64_t max_size
             lo = mid + 1
     if lo == 0 or lo > len(segments):
         return None
-    return _read_segment(segments[lo - 1], target_offset, max_size, 0, False, min_one_message,
-                         fs, plan)
+    return _read_segment(segments[lo - 1], target_offset, size, 0, False, min_one_message, fs,
+                         plan)
