@@ -202,7 +202,12 @@ class LocalLog:
 
         ``max_offset`` (a read_committed read, under the lock) bounds the slice at that
         offset and fills its ``aborted_transactions``. Without ``locked`` a segment found
-        closed raises :class:`SegmentGone` (the caller reads again under the lock)."""
+        closed raises :class:`SegmentGone` (the caller reads again under the lock).
+
+        Below the end offset without ``max_offset`` (the common case) the whole read is
+        one kernel call (``entry_walk.read_at``); where it does not apply (a closed
+        segment, a sparse or stale index, an offset past its segment's data) it answers
+        None and the loop over the segments below decides, as it always did."""
         segments = self.segments
         bases = self.bases
         end = self.next_offset

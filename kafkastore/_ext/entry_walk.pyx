@@ -9,6 +9,10 @@ held only for the call. Each header field is decoded with ``ks_load_be32`` /
 needs lie inside the buffer, so a hostile file gives a wrong answer or
 ``CORRUPT``, never an out-of-bounds read. Positions are ``int64`` so that a
 size field near ``INT32_MAX`` cannot overflow the arithmetic.
+
+``read_at`` and ``read_segment`` are a read's common case in one call (the segment
+choice, ``locate_read`` and the slice); they read the segment's, index's and file's
+hot-path fields as the pure twin documents, as Python attributes.
 """
 
 from os import pread as _os_pread
