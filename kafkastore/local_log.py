@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from kafkastore import _fileio
+from kafkastore._kernels import entry_walk
 from kafkastore.config import LogConfig
 from kafkastore.errors import KafkaStoreError, OffsetOutOfRangeError
 from kafkastore.file_records import LogSlice
@@ -30,6 +31,7 @@ from kafkastore.segment import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
+    READ_PLAN,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     LogSegment,
@@ -42,6 +44,8 @@ from kafkastore.txn_index import AbortedTxn
 __all__ = ["CLEAN_SHUTDOWN_FILE", "RACE_ERRORS", "LocalLog", "SegmentGone"]
 
 logger = logging.getLogger("kafkastore.log")
+
+_read_at = entry_walk.read_at
 
 #: Kafka's clean-shutdown marker name. Kafka keeps it per log *directory*;
 #: a :class:`~kafkastore.log.Log` opened on its own keeps it in the partition directory,
@@ -198,7 +202,12 @@ class LocalLog:
 
         ``max_offset`` (a read_committed read, under the lock) bounds the slice at that
         offset and fills its ``aborted_transactions``. Without ``locked`` a segment found
-        closed raises :class:`SegmentGone` (the caller reads again under the lock)."""
+        closed raises :class:`SegmentGone` (the caller reads again under the lock).
+
+        Below the end offset without ``max_offset`` (the common case) the whole read is
+        one kernel call (``entry_walk.read_at``); where it does not apply (a closed
+        segment, a sparse or stale index, an offset past its segment's data) it answers
+        None and the loop over the segments below decides, as it always did."""
         segments = self.segments
         bases = self.bases
         end = self.next_offset
@@ -210,6 +219,15 @@ class LocalLog:
                 path=self.dir)
         committed = max_offset is not None
         if not committed:
+            if offset < end:
+                # the common case in one kernel call: the segment choice (the floor of
+                # the offset in ``bases``, Kafka's segments.floorSegment), the index
+                # lookup, the header check and the slice (LogSegment.read); None sends
+                # it down the general path below
+                found = _read_at(segments, bases, offset, max_bytes, min_one_message,
+                                 _fileio.fs, READ_PLAN)
+                if found is not None:
+                    return found
             max_offset = end
         if offset >= max_offset:
             return self._empty_slice(segments[-1], offset, committed)

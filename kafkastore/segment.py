@@ -55,10 +55,17 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 
 _INT_MAX = (1 << 31) - 1
-_locate_read = entry_walk.locate_read
-_os_pread = os.pread
+_read_segment = entry_walk.read_segment
 _LONG_MAX = (1 << 63) - 1
 NO_TIMESTAMP = -1
+
+
+#: What the read kernel (``entry_walk.read_segment`` / ``read_at``) needs besides the
+#: segment: the file type it serves (local files; a StorageRecords takes the general
+#: path), the plain file system (whose ``pread`` is ``os.pread`` itself), the slice
+#: type, and the bounds of its window (a read of ``_WINDOW`` to ``_PREFETCH_MAX`` bytes
+#: is fetched with the header, smaller ones with ``_WINDOW`` bytes).
+READ_PLAN = (FileRecords, _FileSystem, LogSlice, _WINDOW, _PREFETCH_MAX)
 
 
 class LogSegmentOffsetOverflowError(KafkaStoreError):
@@ -463,39 +470,27 @@ class LogSegment:
         """
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
+        # the common case in one kernel call: the index lookup and the header check of
+        # the batch it points at, on one pread that usually also holds the data (Kafka's
+        # LogSegment.read: offsetIndex.lookup, then FileRecords.searchForOffsetWithSize
+        # from the entry's position)
+        found = _read_segment(self, start_offset, max_size, max_position, min_one_message,
+                              _fileio.fs, READ_PLAN)
+        if found is not None:
+            return found
+        # the general path: a walk of the headers from the entry (and the errors of a
+        # closed index or file, a sparse index, a corrupt size field)
         log = self.log
         if max_position is None:
             max_position = log._size
-        # the loaded index directly (no property call) once its deferred check is done
-        index = None if self._index_check_pending else self._offset_index._index
-        if index is None:
-            index = self.offset_index
-        found = None
-        if type(log) is FileRecords and not log._closed:
-            # the common case in one kernel call: the index lookup and the header check
-            # of the batch it points at, on one pread that usually also holds the data
-            # (Kafka's LogSegment.read: offsetIndex.lookup, then
-            # FileRecords.searchForOffsetWithSize from the entry's position)
-            entries = index._entries   # before the view: see abstract_index._valid
-            view = index._view
-            if view is not None:
-                fs = _fileio.fs
-                found = _locate_read(
-                    view, entries, index._base_offset, start_offset,
-                    _os_pread if type(fs) is _FileSystem else fs.pread, log._fd, log._size,
-                    max_size if _WINDOW <= max_size <= _PREFETCH_MAX else _WINDOW)
-        if found is not None:
-            start_position, header_size, data = found
-        else:
-            # the general path: a walk of the headers from the entry (and the errors of
-            # a closed index or file, a sparse index, a corrupt size field)
-            index_offset, index_position, next_position = index.lookup_with_next(start_offset)
-            header, data = log.search_with_data(
-                start_offset, index_position, max_size, next_position=next_position,
-                at_start=index_offset == start_offset)
-            if header is None:
-                return None
-            start_position, header_size = header.position, header.size
+        index = self.offset_index
+        index_offset, index_position, next_position = index.lookup_with_next(start_offset)
+        header, data = log.search_with_data(
+            start_offset, index_position, max_size, next_position=next_position,
+            at_start=index_offset == start_offset)
+        if header is None:
+            return None
+        start_position, header_size = header.position, header.size
         adjusted = max(max_size, header_size) if min_one_message else max_size
         if adjusted == 0:
             # Kafka: FetchDataInfo(offsetMetadata, MemoryRecords.EMPTY), not flagged incomplete

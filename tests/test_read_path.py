@@ -1,10 +1,11 @@
-"""Log.read's common case: one kernel call (``entry_walk.locate_read``) and one pread.
+"""Log.read's common case: one kernel call (``entry_walk.read_at``) and one pread.
 
 Issue 31's read row: the index lookup and the header check of the batch the index points
 at are one compiled call, and its window serves the data too. The slices it gives must be
 the ones the general path (an index lookup, then a walk of the batch headers, Kafka's
 LogSegment.read / FileRecords.searchForOffsetWithSize) gives for every offset, size and
-flag; the general path is forced here by a ``locate_read`` that never applies.
+flag; the general path is forced here by kernel entry points (``read_at``,
+``read_segment``) that never apply.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import random
 
 import pytest
 
-from kafkastore import _fileio, segment
+from kafkastore import _fileio, local_log, segment
 from kafkastore.config import LogConfig
 from kafkastore.log import Log
 
@@ -52,17 +53,22 @@ def test_the_kernel_path_gives_the_general_paths_slices(log, monkeypatch):
     reads = [(o, m, f) for o in range(log.log_start_offset, log.log_end_offset + 1)
              for m in (0, 1, 80, 500, 5000) for f in (False, True)]
     fast = slices(log, reads)
-    monkeypatch.setattr(segment, "_locate_read", lambda *a: None)
+    monkeypatch.setattr(local_log, "_read_at", lambda *a: None)
+    monkeypatch.setattr(segment, "_read_segment", lambda *a: None)
     assert fast == slices(log, reads)
 
 
 def test_a_read_is_one_kernel_call_and_one_pread(log, monkeypatch):
     calls = []
-    real = segment._locate_read
+    real = local_log._read_at
 
     def counting(*args):
-        calls.append(args[3])
+        calls.append(args[2])
         return real(*args)
+
+    def general(*args):
+        calls.append("segment")
+        return None
 
     # a segment's first batch has no index entry (Kafka indexes a batch when more than
     # index.interval.bytes were written before it): reads in it may look at the next
@@ -71,7 +77,8 @@ def test_a_read_is_one_kernel_call_and_one_pread(log, monkeypatch):
     for seg in log.segments:
         first = next(iter(seg.log.walk(0)))
         unindexed.update(range(first.base_offset, first.last_offset + 1))
-    monkeypatch.setattr(segment, "_locate_read", counting)
+    monkeypatch.setattr(local_log, "_read_at", counting)
+    monkeypatch.setattr(segment, "_read_segment", general)
     fs = CountingPreads()
     old = _fileio.install(fs)
     try:

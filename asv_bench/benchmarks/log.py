@@ -169,6 +169,51 @@ class LogRandomRead(_LogBenchmark):
             os.pread(fd, self.size, self.rng.randrange(limit))
 
 
+class LogReadKernel(LogRandomRead):
+    """The layers of a random read (issue 31): ``Log.read`` whole, the one kernel call it
+    makes (``entry_walk.read_at``: segment choice, index lookup, header check, slice),
+    ``LogSegment.read`` (``entry_walk.read_segment``) and the lookup alone
+    (``entry_walk.locate_read``), each with the pread of the batch it finds."""
+
+    params = (["log_read", "read_at", "segment_read", "locate_read"],)
+
+    def setup(self, impl):
+        super().setup("kafkastore")
+        import bisect
+
+        from kafkastore import _fileio, segment
+        from kafkastore._kernels import entry_walk
+
+        local = self.log._local
+        self.offsets = [self.rng.randrange(self.end) for _ in range(4096)]
+        self.i = 0
+        size, fs, plan = self.size, _fileio.fs, segment.READ_PLAN
+        segments, bases = local.segments, local.bases
+
+        def seg_of(o):
+            return segments[bisect.bisect_right(bases, o) - 1]
+
+        def locate(o):
+            seg = seg_of(o)
+            index = seg.offset_index
+            entry_walk.locate_read(index._view, index.entries, seg.base_offset, o, os.pread,
+                                   seg.log.fileno(), seg.size, size)
+
+        self.op = {
+            "log_read": lambda o: self.log.read(o, size, False),
+            "read_at": lambda o: entry_walk.read_at(segments, bases, o, size, False, fs, plan),
+            "segment_read": lambda o: seg_of(o).read(o, size),
+            "locate_read": locate,
+        }[impl]
+
+    def teardown(self, impl):
+        super().teardown("kafkastore")
+
+    def time_read(self, impl):
+        self.i = (self.i + 1) & 4095
+        self.op(self.offsets[self.i])
+
+
 class LogRecovery(_LogBenchmark):
     """Rebuild the indexes of a segment from its ``.log`` (CRC scan) vs ``crc32c`` of its bytes."""
 

@@ -9,9 +9,16 @@ held only for the call. Each header field is decoded with ``ks_load_be32`` /
 needs lie inside the buffer, so a hostile file gives a wrong answer or
 ``CORRUPT``, never an out-of-bounds read. Positions are ``int64`` so that a
 size field near ``INT32_MAX`` cannot overflow the arithmetic.
+
+``read_at`` and ``read_segment`` are a read's common case in one call (the segment
+choice, ``locate_read`` and the slice); they read the segment's, index's and file's
+hot-path fields as the pure twin documents, as Python attributes.
 """
 
-from libc.stdint cimport INT32_MAX, INT32_MIN, int32_t, int64_t, uint8_t
+from os import pread as _os_pread
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, int32_t, int64_t, uint8_t
 
 from kafkastore._ext.consts cimport (HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
                                      LEGACY_TIMESTAMP_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET,
@@ -20,7 +27,8 @@ from kafkastore._ext.consts cimport (HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_
 from kafkastore._ext.index_search cimport idx_column, idx_slot_range
 from kafkastore._ext.reader cimport add64, be_i32, be_i64, view_ptr
 
-__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry", "locate_read"]
+__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry", "locate_read", "read_at",
+           "read_segment"]
 
 FOUND = 0
 NEED_MORE = 1
@@ -103,26 +111,35 @@ def find_entry(const uint8_t[::1] buffer, Py_ssize_t position, int64_t limit,
     return status, e.pos, e.size, e.magic, e.offset, e.last, e.max_ts
 
 
-cdef bint _index_bounds(const uint8_t[::1] index, Py_ssize_t entries, int64_t rel,
-                       int64_t* position, int64_t* next_position) except -1:
+cdef bint _index_bounds(index, Py_ssize_t entries, int64_t rel, int64_t* position,
+                       int64_t* next_position) except -1:
     """OffsetIndex.lookup_with_next over ``index``: the position of the largest entry
     <= ``rel`` (0 if none) into ``position``, the next entry's (-1 if none) into
-    ``next_position``; True when the entry maps ``rel`` itself. The view is released on return, so no export of the index's map outlives the
-    lookup."""
-    cdef Py_ssize_t capacity = index.shape[0] // OFFSET_INDEX_ENTRY_SIZE
-    cdef const uint8_t* data = view_ptr(index)
+    ``next_position``; True when the entry maps ``rel`` itself. The buffer is released
+    on return, so no export of the index's map outlives the lookup. (A plain
+    ``Py_buffer``, not a typed memoryview: this runs once per read, and acquiring a
+    typed view costs more than the search.)"""
+    cdef Py_buffer buf
+    cdef const uint8_t* data
+    cdef Py_ssize_t capacity
     cdef Py_ssize_t lower = -1, upper = -1
     cdef bint at_start = False
-    if entries > capacity:   # a count read beside a replaced view (abstract_index._valid)
-        entries = capacity
-    idx_slot_range(data, entries, idx_column(0, 0), rel, &lower, &upper)
-    position[0] = 0
-    next_position[0] = -1
-    if lower >= 0:
-        at_start = be_i32(data + lower * OFFSET_INDEX_ENTRY_SIZE) == rel
-        position[0] = be_i32(data + lower * OFFSET_INDEX_ENTRY_SIZE + 4)
-    if lower + 1 < entries:
-        next_position[0] = be_i32(data + (lower + 1) * OFFSET_INDEX_ENTRY_SIZE + 4)
+    PyObject_GetBuffer(index, &buf, PyBUF_SIMPLE)
+    try:
+        data = <const uint8_t*>buf.buf
+        capacity = buf.len // OFFSET_INDEX_ENTRY_SIZE
+        if entries > capacity:   # a count read beside a replaced view (abstract_index._valid)
+            entries = capacity
+        idx_slot_range(data, entries, idx_column(0, 0), rel, &lower, &upper)
+        position[0] = 0
+        next_position[0] = -1
+        if lower >= 0:
+            at_start = be_i32(data + lower * OFFSET_INDEX_ENTRY_SIZE) == rel
+            position[0] = be_i32(data + lower * OFFSET_INDEX_ENTRY_SIZE + 4)
+        if lower + 1 < entries:
+            next_position[0] = be_i32(data + (lower + 1) * OFFSET_INDEX_ENTRY_SIZE + 4)
+    finally:
+        PyBuffer_Release(&buf)
     return at_start
 
 
@@ -145,6 +162,17 @@ cdef object _walk_window(pread, fd, int64_t at, int64_t stop, Py_ssize_t window,
 def locate_read(index, Py_ssize_t entries, int64_t base_offset, int64_t target_offset,
                 pread, fd, int64_t stop, Py_ssize_t window):
     """See ``kafkastore/_pure/entry_walk.py``."""
+    cdef int64_t position, size
+    win = _locate(index, entries, base_offset, target_offset, pread, fd, stop, window,
+                  &position, &size)
+    return None if win is None else (position, size, win)
+
+
+cdef object _locate(index, Py_ssize_t entries, int64_t base_offset, int64_t target_offset,
+                    pread, fd, int64_t stop, Py_ssize_t window, int64_t* found_position,
+                    int64_t* found_size):
+    """locate_read's body: the window (None when the common case does not apply), the
+    batch's position and size into ``found_position`` and ``found_size``."""
     cdef int64_t rel = target_offset - base_offset
     cdef int64_t position, next_position
     cdef Entry e
@@ -156,10 +184,98 @@ def locate_read(index, Py_ssize_t entries, int64_t base_offset, int64_t target_o
         # from the next entry's position only a v2 batch says by its base offset that
         # it holds the target (a legacy wrapper's offset is its last inner offset)
         if win is not None and e.pos == 0 and e.magic >= 2 and e.offset <= target_offset:
-            return next_position, e.size, win
+            found_position[0] = next_position
+            found_size[0] = e.size
+            return win
     win = _walk_window(pread, fd, position, stop, window, target_offset, &e)
     if win is None:
         return None
+    found_position[0] = position + e.pos
+    found_size[0] = e.size
     if e.pos != 0:
-        return position + e.pos, e.size, (<bytes>win)[e.pos:]
-    return position, e.size, win
+        return (<bytes>win)[e.pos:]
+    return win
+
+cdef object _read_segment(segment, int64_t target_offset, int64_t max_size,
+                          int64_t max_position, bint bounded, bint min_one_message, fs,
+                          tuple plan):
+    """read_segment's body; ``max_position`` counts when ``bounded``, else the file's
+    size bounds the slice."""
+    cdef int64_t min_window = plan[3], max_window = plan[4]
+    cdef int64_t stop, window, position, header_size, adjusted, fetch
+    cdef Py_ssize_t have
+    records_type, plain_fs, new_slice = plan[0], plan[1], plan[2]
+    log = segment.log
+    if type(log) is not records_type or log._closed:
+        return None
+    index = None if segment._index_check_pending else segment._offset_index._index
+    if index is None:   # a segment's first read: its index is mapped and checked now
+        index = segment.offset_index
+    entries = index._entries   # before the view: see abstract_index._valid
+    view = index._view
+    if view is None:
+        return None
+    stop = log._size
+    if not bounded:
+        max_position = stop
+    window = max_size if min_window <= max_size <= max_window else min_window
+    data = _locate(view, entries, index._base_offset, target_offset,
+                   _os_pread if type(fs) is plain_fs else fs.pread, log._fd, stop, window,
+                   &position, &header_size)
+    # (closed during the read: its bytes may come from a reused descriptor)
+    if data is None or log._closed:
+        return None
+    adjusted = max_size
+    if min_one_message and header_size > max_size:
+        adjusted = header_size
+    if adjusted == 0:
+        return new_slice(log, position, 0, target_offset, False, None)
+    fetch = max_position - position
+    if adjusted < fetch:
+        fetch = adjusted
+    if fetch < 0:
+        fetch = 0
+    have = len(<bytes>data)
+    if have != fetch:
+        data = (<bytes>data)[:fetch] if have > fetch else None
+    return new_slice(log, position, fetch, target_offset, adjusted < header_size, data)
+
+
+cdef inline int64_t _size_bound(max_size) except -2:
+    """A read's ``max_size`` as an int64, -1 when negative: any int is a size (a size past
+    INT64_MAX reads as much as INT64_MAX does: the file bounds the slice first)."""
+    if max_size < 0:
+        return -1
+    return INT64_MAX if max_size > INT64_MAX else <int64_t>max_size
+
+
+def read_segment(segment, int64_t target_offset, max_size, max_position,
+                 bint min_one_message, fs, tuple plan):
+    """See ``kafkastore/_pure/entry_walk.py``."""
+    cdef int64_t size = _size_bound(max_size)
+    if size < 0:
+        return None
+    if max_position is None:
+        return _read_segment(segment, target_offset, size, 0, False, min_one_message, fs,
+                             plan)
+    return _read_segment(segment, target_offset, size, max_position, True,
+                         min_one_message, fs, plan)
+
+
+def read_at(tuple segments, tuple bases, int64_t target_offset, max_size,
+            bint min_one_message, fs, tuple plan):
+    """See ``kafkastore/_pure/entry_walk.py``."""
+    cdef Py_ssize_t lo = 0, hi = len(bases), mid
+    cdef int64_t size = _size_bound(max_size)
+    if size < 0:
+        return None
+    while lo < hi:   # bisect_right: the last segment whose base is <= the target
+        mid = (lo + hi) >> 1
+        if target_offset < <int64_t>bases[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == 0 or lo > len(segments):
+        return None
+    return _read_segment(segments[lo - 1], target_offset, size, 0, False, min_one_message, fs,
+                         plan)

@@ -22,6 +22,9 @@ corrupt. Nothing past ``len(buffer)`` is read, whatever the bytes hold.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from os import pread as _os_pread
+
 from kafkastore._pure.reader import (
     ENTRY_PREFIX,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -38,7 +41,8 @@ from kafkastore._pure.reader import (
 from kafkastore._pure.index_search import KEY, OFFSET_ENTRY_SIZE, OFFSET_INDEX, \
     lower_entry_and_next
 
-__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry", "locate_read"]
+__all__ = ["FOUND", "NEED_MORE", "END", "CORRUPT", "find_entry", "locate_read", "read_at",
+           "read_segment"]
 
 #: ``find_entry`` statuses.
 FOUND = 0       # an entry whose last offset >= target: its header fields follow
@@ -167,3 +171,81 @@ def _walk_window(pread, fd, at: int, stop: int, window: int, target_offset: int)
         return None
     status, pos, size, magic, offset, _, _ = find_entry(win, 0, left, target_offset)
     return (win, pos, size, magic, offset) if status == FOUND else None
+
+
+def read_at(segments, bases, target_offset: int, max_size: int, min_one_message: bool, fs,
+            plan):
+    """A lock-free read's segment choice, index lookup and header check in one call: the
+    slice of :func:`read_segment` from the last of ``segments`` whose base offset (in
+    ``bases``, ascending, one per segment) is <= ``target_offset``, bounded by the file's
+    size; None when there is no such segment, ``max_size`` < 0 or the segment's read
+    does not apply (Kafka's ``LocalLog.read``: the floor segment of the offset; the
+    caller takes the general path, which goes on to the next segment when the offset is
+    past this one's data)."""
+    if max_size < 0:
+        return None
+    i = bisect_right(bases, target_offset)
+    if i == 0 or i > len(segments):
+        return None
+    return read_segment(segments[i - 1], target_offset, max_size, None, min_one_message,
+                        fs, plan)
+
+
+def read_segment(segment, target_offset: int, max_size: int, max_position,
+                 min_one_message: bool, fs, plan):
+    """Kafka's ``LogSegment.read`` in the common case: the slice (``plan``'s
+    ``new_slice(file, position, size, target_offset, first_entry_incomplete, data)``)
+    starting at the batch holding ``target_offset``, at most ``max_size`` bytes (at
+    least that batch if ``min_one_message``), ending before ``max_position`` (None: the
+    file's size), with the bytes :func:`locate_read`'s window already holds.
+
+    ``plan`` is ``(records_type, plain_fs, new_slice, min_window, max_window)``: the
+    segment's ``log`` must be exactly a ``records_type`` (a local file), reads go
+    through ``fs.pread`` (``os.pread`` itself when ``type(fs) is plain_fs``), and the
+    window is ``max_size`` when it lies in ``[min_window, max_window]``, else
+    ``min_window``.
+
+    The read-path fields it reads (the one place outside their classes that does, so
+    that the common case is one compiled call): the segment's ``log``,
+    ``_index_check_pending`` and ``_offset_index._index`` (the loaded offset index; on
+    a segment's first read, ``offset_index`` maps and checks it, as the general path
+    would); the index's ``_entries`` (read before ``_view``: see
+    ``abstract_index._valid``), ``_view`` and ``_base_offset``; the file's ``_closed``
+    (never an index of a closed file is opened again: it may be deleted), ``_size`` and
+    ``_fd``.
+
+    None when the common case does not apply: a file of another type, a closed index
+    or file (also when the file closed during the read: its bytes may come from a
+    reused descriptor), ``max_size`` < 0, or :func:`locate_read` returning None. The
+    caller then takes the general path.
+    """
+    records_type, plain_fs, new_slice, min_window, max_window = plan
+    if max_size < 0:
+        return None
+    log = segment.log
+    if type(log) is not records_type or log._closed:
+        return None
+    index = None if segment._index_check_pending else segment._offset_index._index
+    if index is None:   # a segment's first read: its index is mapped and checked now
+        index = segment.offset_index
+    entries = index._entries
+    view = index._view
+    if view is None:
+        return None
+    stop = log._size
+    if max_position is None:
+        max_position = stop
+    window = max_size if min_window <= max_size <= max_window else min_window
+    found = locate_read(view, entries, index._base_offset, target_offset,
+                        _os_pread if type(fs) is plain_fs else fs.pread, log._fd, stop,
+                        window)
+    if found is None or log._closed:
+        return None
+    position, header_size, data = found
+    adjusted = max(max_size, header_size) if min_one_message else max_size
+    if adjusted == 0:
+        return new_slice(log, position, 0, target_offset, False, None)
+    fetch = max(0, min(max_position - position, adjusted))
+    if len(data) != fetch:
+        data = data[:fetch] if len(data) > fetch else None
+    return new_slice(log, position, fetch, target_offset, adjusted < header_size, data)
