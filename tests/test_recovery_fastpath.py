@@ -292,8 +292,9 @@ def kernel_inputs(draw):
             o_cap, t_cap)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])
+# the impl fixture is function scoped but never mutated: reusing it across examples is safe
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(args=kernel_inputs())
 def test_rebuild_entries_kernel(impl, args):
     lasts, sizes, tss, start, base, interval, state, o_cap, t_cap = args
