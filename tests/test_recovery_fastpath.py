@@ -286,7 +286,7 @@ def kernel_inputs(draw):
     state = [draw(st.integers(0, 1 << 32)), 0, draw(st.integers(-1, 50)), draw(near(base, -3, 3)),
              o_n, draw(st.integers(0, 12)), draw(near(base, -3, 3)), t_n, draw(st.integers(0, 12)),
              draw(st.integers(-1, 50)), draw(near(base, -3, 3))]
-    state[1] = state[0] - draw(st.integers(0, 400))
+    state[1] = max(0, state[0] - draw(st.integers(0, 400)))
     o_cap, t_cap = draw(st.integers(0, 12)), draw(st.integers(0, 12))
     return (lasts, sizes, tss, draw(st.integers(0, n)), base, draw(st.integers(0, 200)), state,
             o_cap, t_cap)
@@ -327,9 +327,11 @@ def test_rebuild_entries_arguments(impl):
         rebuild(cols, cols[:2], cols, 0, 0, 0, state, bytearray(8), bytearray(12))
     with pytest.raises(ValueError):
         rebuild(cols, cols, cols, 0, 0, 0, state[:5], bytearray(8), bytearray(12))
-    state[4] = -1
-    with pytest.raises(ValueError):
-        rebuild(cols, cols, cols, 0, 0, 0, state, bytearray(8), bytearray(12))
+    for slot, value in ((4, -1), (7, -1), (1, -1), (1, 1)):  # last entry past valid (0)
+        bad = state.copy()
+        bad[slot] = value
+        with pytest.raises(ValueError):
+            rebuild(cols, cols, cols, 0, 0, 0, bad, bytearray(8), bytearray(12))
     assert impl.index_search.REBUILD_STATE_SLOTS == SLOTS
 
 

@@ -353,8 +353,10 @@ def rebuild_entries(const int64_t[::1] last_offset not None, const int64_t[::1] 
     cdef int64_t o_last = state[_S_O_LAST]
     cdef int64_t t_entries = state[_S_T_ENTRIES], t_limit = state[_S_T_LIMIT]
     cdef int64_t t_last_ts = state[_S_T_LAST_TS], t_last_off = state[_S_T_LAST_OFF]
-    if o_entries < 0 or t_entries < 0:
-        raise ValueError("rebuild_entries: negative entry count in state")
+    if o_entries < 0 or t_entries < 0 or not 0 <= last_entry <= valid:
+        # also keeps valid - last_entry below from overflowing
+        raise ValueError("rebuild_entries: negative entry count in state, or bytes at the "
+                         "last entry outside [0, valid bytes]")
     cdef int64_t o_room = offset_index.shape[0] // OFFSET_INDEX_ENTRY_SIZE
     cdef int64_t t_room = time_index.shape[0] // TIME_INDEX_ENTRY_SIZE
     cdef uint8_t* o_data = &offset_index[0] if offset_index.shape[0] else NULL
@@ -375,7 +377,6 @@ def rebuild_entries(const int64_t[::1] last_offset not None, const int64_t[::1] 
                 new_ts, new_off = ts, last
             else:
                 new_ts, new_off = max_ts, max_off
-            # valid - last_entry: both were built from non-negative steps from state
             if valid - last_entry > interval:
                 add_offset = o_entries < o_limit
                 if add_offset and ((o_entries != 0 and last <= o_last) or valid > INT32_MAX

@@ -354,8 +354,9 @@ def rebuild_entries(last_offset, size, max_timestamp, start: int, base_offset: i
         raise ValueError(f"start {start} is outside [0, {n}]")
     (valid, last_entry, max_ts, max_off, o_entries, o_limit, o_last, t_entries, t_limit,
      t_last_ts, t_last_off) = (int(v) for v in state[:REBUILD_STATE_SLOTS])
-    if o_entries < 0 or t_entries < 0:
-        raise ValueError("rebuild_entries: negative entry count in state")
+    if o_entries < 0 or t_entries < 0 or not 0 <= last_entry <= valid:
+        raise ValueError("rebuild_entries: negative entry count in state, or bytes at the "
+                         "last entry outside [0, valid bytes]")
     o_room = _nbytes(offset_index) // OFFSET_ENTRY_SIZE
     t_room = _nbytes(time_index) // TIME_ENTRY_SIZE
     i = start
