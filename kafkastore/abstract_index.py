@@ -323,6 +323,27 @@ class AbstractIndex:
         """No room for another :meth:`OffsetIndex.append` (``entries >= max_entries``)."""
         return self._entries >= self._max_entries
 
+    def append_view(self) -> memoryview:
+        """The writable map, for a kernel that writes entries past the counted ones in bulk
+        (recovery's rebuild: ``index_search.rebuild_entries``); :meth:`commit_appended`
+        then counts them. Lookups never read past the count, so they see none of the
+        bytes before the commit. Raises as an append does on a closed or read-only index."""
+        view = self._view
+        if view is None or not self._writable:
+            self._check_writable()
+        return view
+
+    def _commit(self, entries: int) -> bool:
+        """Count the entries a kernel wrote through :meth:`append_view` (the caller holds
+        the lock and sets its own last entry); whether any were added."""
+        if not self._entries <= entries <= self._max_entries:
+            raise ValueError(f"entries {entries} outside [{self._entries}, {self._max_entries}]")
+        if entries == self._entries:
+            return False
+        self._dirty = True
+        self._entries = entries
+        return True
+
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``, checked to fit an int32 as an entry stores it.
 

@@ -190,6 +190,13 @@ class OffsetIndex(AbstractIndex):
             self._entries = entries + 1  # after the bytes: lookups read a count, then entries
             self._last_offset = offset
 
+    def commit_appended(self, entries: int, last_offset: int) -> None:
+        """Count the entries written through :meth:`append_view`: now ``entries``, the
+        last one holding ``last_offset``."""
+        with self._lock:
+            if self._commit(int(entries)):
+                self._last_offset = int(last_offset)
+
     def sanity_check(self, full: bool = False) -> None:
         """Raise :class:`~kafkastore.errors.CorruptIndexError` if the file is corrupt.
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from kafkastore import _fileio
 from kafkastore._fileio import FileSystem as _FileSystem
-from kafkastore._kernels import entry_walk
+from kafkastore._kernels import entry_walk, index_search
 from kafkastore.batch_header import PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, header_field
 from kafkastore.errors import CorruptIndexError, IndexClosedError, KafkaStoreError
 from kafkastore.file_records import _PREFETCH_MAX, _WINDOW, FileRecords, LogSlice
@@ -56,6 +56,10 @@ SWAP_FILE_SUFFIX = ".swap"
 
 _INT_MAX = (1 << 31) - 1
 _read_segment = entry_walk.read_segment
+_rebuild_entries = index_search.rebuild_entries
+# slots of the rebuild's state array (index_search.REBUILD_STATE_SLOTS)
+(_S_VALID, _S_LAST_ENTRY, _S_MAX_TS, _S_MAX_OFF, _S_O_ENTRIES, _S_O_LIMIT, _S_O_LAST,
+ _S_T_ENTRIES, _S_T_LIMIT, _S_T_LAST_TS, _S_T_LAST_OFF) = range(index_search.REBUILD_STATE_SLOTS)
 _LONG_MAX = (1 << 63) - 1
 NO_TIMESTAMP = -1
 
@@ -627,38 +631,20 @@ class LogSegment:
         if producer_state is not None:
             self.txn_index.reset()
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
-        valid_bytes = 0
-        last_index_entry = 0
-        interval = self.index_interval_bytes
         base = self.base_offset
-        max_ts, max_off = NO_TIMESTAMP, base
+        last_time = time_index.last_entry
+        # the rebuild's running state (index_search.REBUILD_STATE_SLOTS): bytes so far,
+        # bytes at the last index entry, the largest timestamp and its offset, then each
+        # index's count, limit and last entry (is_full: max_entries for the offset index,
+        # max_entries - 1 for the time index, whose last slot is kept)
+        state = np.array([0, 0, NO_TIMESTAMP, base,
+                          offset_index.entries, offset_index.max_entries,
+                          offset_index.last_offset,
+                          time_index.entries, time_index.max_entries - 1,
+                          last_time.timestamp, last_time.offset], dtype=np.int64)
         try:
             for _buf, chunk_pos, scan in self.log.scan_chunks(0):
-                positions = scan.position.tolist()
-                sizes = scan.size.tolist()
-                lasts = scan.last_offset.tolist()
-                max_tss = scan.max_timestamp.tolist()
-                for i in range(len(positions)):
-                    last = lasts[i]
-                    if not 0 <= last - base <= _INT_MAX:
-                        raise LogSegmentOffsetOverflowError(
-                            f"Detected offset overflow at offset {last} in segment {self!r}",
-                            offset=last, path=self.log.path, position=chunk_pos + positions[i])
-                    if max_tss[i] > max_ts:
-                        max_ts, max_off = max_tss[i], last
-                    if valid_bytes - last_index_entry > interval:
-                        # A rebuild from byte 0 can need more entries than the appends
-                        # made (a reopen restarts their byte count, and the segment rolled
-                        # when an index filled) or than a smaller segment.index.bytes
-                        # holds: an index is a sparse hint, so a full one takes no more
-                        # rather than failing the open (the final time entry below has
-                        # its kept slot).
-                        if not offset_index.is_full():
-                            offset_index.append(last, valid_bytes)
-                        if not time_index.is_full():
-                            time_index.maybe_append(max_ts, max_off)
-                        last_index_entry = valid_bytes
-                    valid_bytes += sizes[i]
+                self._index_chunk(scan, chunk_pos, state, offset_index, time_index)
                 if producer_state is not None:
                     self._update_producer_state(producer_state, _buf, chunk_pos, scan)
                     if len(scan):
@@ -670,7 +656,9 @@ class LogSegment:
                 if scan.error is not None:
                     break
         finally:
-            self._max_ts_and_offset = (max_ts, max_off)
+            self._max_ts_and_offset = (int(state[_S_MAX_TS]), int(state[_S_MAX_OFF]))
+        valid_bytes = int(state[_S_VALID])
+        max_ts, max_off = self._max_ts_and_offset
         truncated = self.log.size - valid_bytes
         if truncate:
             self.log.truncate_to(valid_bytes)
@@ -680,6 +668,59 @@ class LogSegment:
         # bytes_since_last_index_entry is left alone, as Kafka's recover() does: the
         # next appends index exactly as Kafka's would
         return truncated
+
+    def _index_chunk(self, scan, chunk_pos: int, state, offset_index: OffsetIndex,
+                     time_index: TimeIndex) -> None:
+        """The index entries of one scanned chunk, as Kafka's ``LogSegment.recover`` makes
+        them (an entry when more than ``index.interval.bytes`` passed since the last one;
+        a full index takes no more: see below). The ``rebuild_entries`` kernel writes runs
+        of entries straight into the two maps; a batch it stops at (an offset outside the
+        segment, an offset or timestamp going backwards, a position past int32) goes
+        through the indexes' own appends, which raise exactly what they always raised."""
+        lasts, sizes, max_tss = scan.last_offset, scan.size, scan.max_timestamp
+        base, interval = self.base_offset, self.index_interval_bytes
+        n, i = len(scan), 0
+        while True:
+            i = _rebuild_entries(lasts, sizes, max_tss, i, base, interval, state,
+                                 offset_index.append_view(), time_index.append_view())
+            offset_index.commit_appended(state[_S_O_ENTRIES], state[_S_O_LAST])
+            time_index.commit_appended(state[_S_T_ENTRIES], state[_S_T_LAST_TS],
+                                       state[_S_T_LAST_OFF])
+            if i >= n:
+                return
+            self._index_one(int(lasts[i]), int(sizes[i]), int(max_tss[i]),
+                            chunk_pos + int(scan.position[i]), state, offset_index,
+                            time_index)
+            i += 1
+
+    def _index_one(self, last: int, size: int, max_timestamp: int, position: int, state,
+                   offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+        """One batch of the rebuild through the indexes' checked appends (see
+        :meth:`_index_chunk`); ``state`` moves on past it."""
+        base = self.base_offset
+        if not 0 <= last - base <= _INT_MAX:
+            raise LogSegmentOffsetOverflowError(
+                f"Detected offset overflow at offset {last} in segment {self!r}",
+                offset=last, path=self.log.path, position=position)
+        valid, last_index_entry = int(state[_S_VALID]), int(state[_S_LAST_ENTRY])
+        if max_timestamp > state[_S_MAX_TS]:
+            state[_S_MAX_TS], state[_S_MAX_OFF] = max_timestamp, last
+        if valid - last_index_entry > self.index_interval_bytes:
+            # A rebuild from byte 0 can need more entries than the appends made (a
+            # reopen restarts their byte count, and the segment rolled when an index
+            # filled) or than a smaller segment.index.bytes holds: an index is a sparse
+            # hint, so a full one takes no more rather than failing the open (the final
+            # time entry after the rebuild has its kept slot).
+            if not offset_index.is_full():
+                offset_index.append(last, valid)
+            if not time_index.is_full():
+                time_index.maybe_append(int(state[_S_MAX_TS]), int(state[_S_MAX_OFF]))
+            state[_S_LAST_ENTRY] = valid
+        state[_S_VALID] = valid + size
+        last_time = time_index.last_entry
+        state[_S_O_ENTRIES], state[_S_O_LAST] = offset_index.entries, offset_index.last_offset
+        state[_S_T_ENTRIES] = time_index.entries
+        state[_S_T_LAST_TS], state[_S_T_LAST_OFF] = last_time.timestamp, last_time.offset
 
     def _update_producer_state(self, producer_state: ProducerStateManager, buf,
                                chunk_pos: int, scan) -> None:

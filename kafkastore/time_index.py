@@ -179,6 +179,14 @@ class TimeIndex(AbstractIndex):
                 self._entries = entries + 1  # after the bytes: lookups read a count first
                 self._last_entry = _tuple_new(TimestampOffset, (timestamp, offset))
 
+    def commit_appended(self, entries: int, last_timestamp: int, last_offset: int) -> None:
+        """Count the entries written through :meth:`append_view`: now ``entries``, the
+        last one ``(last_timestamp, last_offset)``."""
+        with self._lock:
+            if self._commit(int(entries)):
+                self._last_entry = _tuple_new(TimestampOffset,
+                                              (int(last_timestamp), int(last_offset)))
+
     def sanity_check(self, full: bool = False) -> None:
         """Raise :class:`~kafkastore.errors.CorruptIndexError` if the file is corrupt.
 

@@ -18,6 +18,8 @@ __all__ = [
     "lower_entry_and_next",
     "read_entry",
     "first_out_of_order",
+    "REBUILD_STATE_SLOTS",
+    "rebuild_entries",
 ]
 
 OFFSET_INDEX: Final = 0
@@ -27,6 +29,7 @@ VALUE: Final = 1
 OFFSET_ENTRY_SIZE: Final = 8
 TIME_ENTRY_SIZE: Final = 12
 WARM_SECTION_BYTES: Final = 8192
+REBUILD_STATE_SLOTS: Final = 11
 
 def entry_size(kind: int) -> int: ...
 def largest_lower_bound_slot(
@@ -43,3 +46,7 @@ def lower_entry_and_next(
 ) -> tuple[int, int, int, int, int]: ...
 def read_entry(buffer: Buffer, entries: int, kind: int, slot: int) -> tuple[int, int]: ...
 def first_out_of_order(buffer: Buffer, entries: int, kind: int) -> int: ...
+def rebuild_entries(
+    last_offset: Buffer, size: Buffer, max_timestamp: Buffer, start: int, base_offset: int,
+    interval: int, state: Buffer, offset_index: Buffer, time_index: Buffer,
+) -> int: ...

@@ -19,11 +19,12 @@ never an out-of-bounds read.
 """
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from kafkastore._ext.consts cimport (INDEX_WARM_SECTION_BYTES, OFFSET_INDEX_ENTRY_SIZE,
                                      TIME_INDEX_ENTRY_SIZE)
 from kafkastore._ext.debug cimport KS_DEBUG
+from kafkastore._ext.endian cimport ks_store_be32, ks_store_be64
 from kafkastore._ext.reader cimport be_i32, be_i64, view_ptr
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "lower_entry_and_next",
     "read_entry",
     "first_out_of_order",
+    "REBUILD_STATE_SLOTS",
+    "rebuild_entries",
 ]
 
 OFFSET_INDEX = 0
@@ -316,3 +319,96 @@ def first_out_of_order(const uint8_t[::1] buffer not None, entries, kind):
     cdef int size = _check_kind(kind)
     cdef Py_ssize_t n = _check_entries(entries, buffer.shape[0], size)
     return idx_first_out_of_order(view_ptr(buffer), n, size != OFFSET_INDEX_ENTRY_SIZE)
+
+
+# -- recovery: the index entries of a run of scanned batches, written in place ---------------
+
+# The slots of rebuild_entries' state (kafkastore/_pure/index_search.py documents them).
+REBUILD_STATE_SLOTS = 11
+cdef enum:
+    _S_VALID, _S_LAST_ENTRY, _S_MAX_TS, _S_MAX_OFF, _S_O_ENTRIES, _S_O_LIMIT, _S_O_LAST,
+    _S_T_ENTRIES, _S_T_LIMIT, _S_T_LAST_TS, _S_T_LAST_OFF, _S_SLOTS
+
+
+cdef inline bint _rel_ok(int64_t offset, int64_t base) noexcept nogil:
+    """0 <= offset - base <= INT32_MAX, without overflowing for any two int64s."""
+    return offset >= base and <uint64_t>offset - <uint64_t>base <= <uint64_t>INT32_MAX
+
+
+def rebuild_entries(const int64_t[::1] last_offset not None, const int64_t[::1] size not None,
+                    const int64_t[::1] max_timestamp not None, Py_ssize_t start,
+                    int64_t base_offset, int64_t interval, int64_t[::1] state not None,
+                    uint8_t[::1] offset_index not None, uint8_t[::1] time_index not None):
+    """Kafka's ``LogSegment.recover`` index rebuild over scanned batches ``start:``; the
+    pure twin documents it. Returns the row it stopped at."""
+    cdef Py_ssize_t n = last_offset.shape[0]
+    if size.shape[0] < n or max_timestamp.shape[0] < n or state.shape[0] < _S_SLOTS:
+        raise ValueError("rebuild_entries: columns shorter than last_offset, or state "
+                         f"shorter than {REBUILD_STATE_SLOTS}")
+    if not 0 <= start <= n:
+        raise ValueError(f"start {start} is outside [0, {n}]")
+    cdef int64_t valid = state[_S_VALID], last_entry = state[_S_LAST_ENTRY]
+    cdef int64_t max_ts = state[_S_MAX_TS], max_off = state[_S_MAX_OFF]
+    cdef int64_t o_entries = state[_S_O_ENTRIES], o_limit = state[_S_O_LIMIT]
+    cdef int64_t o_last = state[_S_O_LAST]
+    cdef int64_t t_entries = state[_S_T_ENTRIES], t_limit = state[_S_T_LIMIT]
+    cdef int64_t t_last_ts = state[_S_T_LAST_TS], t_last_off = state[_S_T_LAST_OFF]
+    if o_entries < 0 or t_entries < 0 or not 0 <= last_entry <= valid:
+        # also keeps valid - last_entry below from overflowing
+        raise ValueError("rebuild_entries: negative entry count in state, or bytes at the "
+                         "last entry outside [0, valid bytes]")
+    cdef int64_t o_room = offset_index.shape[0] // OFFSET_INDEX_ENTRY_SIZE
+    cdef int64_t t_room = time_index.shape[0] // TIME_INDEX_ENTRY_SIZE
+    cdef uint8_t* o_data = &offset_index[0] if offset_index.shape[0] else NULL
+    cdef uint8_t* t_data = &time_index[0] if time_index.shape[0] else NULL
+    cdef int64_t last, ts, step, new_ts, new_off
+    cdef bint add_offset, add_time
+    cdef Py_ssize_t i = start
+    with nogil:
+        while i < n:
+            last = last_offset[i]
+            if not _rel_ok(last, base_offset):
+                break
+            ts = max_timestamp[i]
+            step = size[i]
+            if step < 0 or valid > INT64_MAX - step:
+                break
+            if ts > max_ts:
+                new_ts, new_off = ts, last
+            else:
+                new_ts, new_off = max_ts, max_off
+            if valid - last_entry > interval:
+                add_offset = o_entries < o_limit
+                if add_offset and ((o_entries != 0 and last <= o_last) or valid > INT32_MAX
+                                   or o_entries >= o_room):
+                    break
+                add_time = False
+                if t_entries < t_limit:
+                    if t_entries != 0 and (new_off < t_last_off or new_ts < t_last_ts):
+                        break
+                    add_time = new_ts > t_last_ts
+                    if add_time and (not _rel_ok(new_off, base_offset) or t_entries >= t_room):
+                        break
+                if add_offset:
+                    ks_store_be32(o_data + o_entries * OFFSET_INDEX_ENTRY_SIZE,
+                                  <uint32_t>(last - base_offset))
+                    ks_store_be32(o_data + o_entries * OFFSET_INDEX_ENTRY_SIZE + 4,
+                                  <uint32_t>valid)
+                    o_entries += 1
+                    o_last = last
+                if add_time:
+                    ks_store_be64(t_data + t_entries * TIME_INDEX_ENTRY_SIZE, <uint64_t>new_ts)
+                    ks_store_be32(t_data + t_entries * TIME_INDEX_ENTRY_SIZE + 8,
+                                  <uint32_t>(new_off - base_offset))
+                    t_entries += 1
+                    t_last_ts, t_last_off = new_ts, new_off
+                last_entry = valid
+            max_ts, max_off = new_ts, new_off
+            valid += step
+            i += 1
+    state[_S_VALID], state[_S_LAST_ENTRY] = valid, last_entry
+    state[_S_MAX_TS], state[_S_MAX_OFF] = max_ts, max_off
+    state[_S_O_ENTRIES], state[_S_O_LIMIT], state[_S_O_LAST] = o_entries, o_limit, o_last
+    state[_S_T_ENTRIES], state[_S_T_LIMIT] = t_entries, t_limit
+    state[_S_T_LAST_TS], state[_S_T_LAST_OFF] = t_last_ts, t_last_off
+    return i

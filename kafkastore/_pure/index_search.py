@@ -68,6 +68,8 @@ __all__ = [
     "lower_entry_and_next",
     "read_entry",
     "first_out_of_order",
+    "REBUILD_STATE_SLOTS",
+    "rebuild_entries",
 ]
 
 #: Index kinds.
@@ -87,6 +89,8 @@ _ENTRY = {
     OFFSET_INDEX: struct.Struct(">ii").unpack_from,
     TIME_INDEX: struct.Struct(">qi").unpack_from,
 }
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
 _ENTRY_SIZE = {OFFSET_INDEX: OFFSET_ENTRY_SIZE, TIME_INDEX: TIME_ENTRY_SIZE}
 # (kind, search) -> (field offset in the entry, decoder of that field)
 _FIELD = {
@@ -309,3 +313,89 @@ def first_out_of_order(buffer, entries: int, kind: int) -> int:
                 return slot
             prev_ts, prev_rel = ts, rel
     return -1
+
+
+# -- recovery: the index entries of a run of scanned batches, written in place ---------------
+
+#: Length of the ``state`` array :func:`rebuild_entries` reads and updates; its slots:
+#: 0 valid bytes (the position of the next batch), 1 valid bytes at the last index entry,
+#: 2 the largest timestamp so far, 3 its offset, 4 offset index entries, 5 the offset
+#: index's entry limit (``max_entries``), 6 its last offset, 7 time index entries, 8 the
+#: time index's entry limit (``max_entries - 1``: the last slot is kept), 9 its last
+#: timestamp, 10 its last offset.
+REBUILD_STATE_SLOTS = 11
+_INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+
+
+def rebuild_entries(last_offset, size, max_timestamp, start: int, base_offset: int,
+                    interval: int, state, offset_index, time_index) -> int:
+    """Kafka's ``LogSegment.recover`` index rebuild over scanned batches ``start:``.
+
+    ``last_offset``, ``size`` and ``max_timestamp`` are the int64 columns of a
+    :class:`~kafkastore.records.BatchScan`; ``state`` the int64 array described at
+    :data:`REBUILD_STATE_SLOTS`; ``offset_index`` and ``time_index`` the writable maps the
+    entries are written into, after the counted ones. For each batch: the largest
+    timestamp so far moves on; when more than ``interval`` bytes passed since the last
+    entry, an offset entry ``(last offset, position)`` is written unless the offset index
+    is at its limit, and a time entry ``(largest timestamp, its offset)`` unless the time
+    index is at its limit or the timestamp is not above its last one.
+
+    Returns the row it stopped at: ``len(last_offset)``, or the first batch the caller
+    must handle one at a time with the indexes' own checks (an offset outside the
+    segment's int32 range, an offset or timestamp that goes backwards, a position past
+    int32, no room in a map); ``state`` then describes the rows before it.
+    """
+    n = len(last_offset)
+    if len(size) < n or len(max_timestamp) < n or len(state) < REBUILD_STATE_SLOTS:
+        raise ValueError("rebuild_entries: columns shorter than last_offset, or state "
+                         f"shorter than {REBUILD_STATE_SLOTS}")
+    if not 0 <= start <= n:
+        raise ValueError(f"start {start} is outside [0, {n}]")
+    (valid, last_entry, max_ts, max_off, o_entries, o_limit, o_last, t_entries, t_limit,
+     t_last_ts, t_last_off) = (int(v) for v in state[:REBUILD_STATE_SLOTS])
+    if o_entries < 0 or t_entries < 0 or not 0 <= last_entry <= valid:
+        raise ValueError("rebuild_entries: negative entry count in state, or bytes at the "
+                         "last entry outside [0, valid bytes]")
+    o_room = _nbytes(offset_index) // OFFSET_ENTRY_SIZE
+    t_room = _nbytes(time_index) // TIME_ENTRY_SIZE
+    i = start
+    while i < n:
+        last = int(last_offset[i])
+        if not 0 <= last - base_offset <= _INT32_MAX:
+            break
+        ts = int(max_timestamp[i])
+        step = int(size[i])
+        if step < 0 or valid > _INT64_MAX - step:
+            break  # the compiled twin's int64 would overflow
+        new_ts, new_off = (ts, last) if ts > max_ts else (max_ts, max_off)
+        if valid - last_entry > interval:
+            add_offset = o_entries < o_limit
+            if add_offset and ((o_entries != 0 and last <= o_last) or valid > _INT32_MAX
+                               or o_entries >= o_room):
+                break
+            add_time = False
+            if t_entries < t_limit:
+                if t_entries != 0 and (new_off < t_last_off or new_ts < t_last_ts):
+                    break
+                add_time = new_ts > t_last_ts
+                if add_time and (not 0 <= new_off - base_offset <= _INT32_MAX
+                                 or t_entries >= t_room):
+                    break
+            if add_offset:
+                _OFFSET_ENTRY.pack_into(offset_index, o_entries * OFFSET_ENTRY_SIZE,
+                                        last - base_offset, valid)
+                o_entries += 1
+                o_last = last
+            if add_time:
+                _TIME_ENTRY.pack_into(time_index, t_entries * TIME_ENTRY_SIZE,
+                                      new_ts, new_off - base_offset)
+                t_entries += 1
+                t_last_ts, t_last_off = new_ts, new_off
+            last_entry = valid
+        max_ts, max_off = new_ts, new_off
+        valid += step
+        i += 1
+    state[:REBUILD_STATE_SLOTS] = (valid, last_entry, max_ts, max_off, o_entries, o_limit,
+                                   o_last, t_entries, t_limit, t_last_ts, t_last_off)
+    return i
