@@ -585,12 +585,20 @@ class Log:
                     segment = self._roll(first)
                 updates = None
                 if producer_id >= 0:
-                    batch = ProducerBatch(producer_id, producer_epoch, base_sequence, first,
-                                          last, max_ts, is_transactional, False, None)
-                    duplicate = self._producers.duplicate_of(batch)
-                    if duplicate is not None:
-                        return self._duplicate_info(duplicate, max_ts, last, size, 1)
-                    updates = self._producers.analyze([batch], AppendOrigin.CLIENT)[0]
+                    producers = self._producers
+                    # (an idempotent producer's next batch in a few reads; every other
+                    # batch through duplicate_of and analyze)
+                    updates = producers.in_sequence(producer_id, producer_epoch,
+                                                    base_sequence, first, last, max_ts,
+                                                    is_transactional)
+                    if updates is None:
+                        batch = ProducerBatch(producer_id, producer_epoch, base_sequence,
+                                              first, last, max_ts, is_transactional, False,
+                                              None)
+                        duplicate = producers.duplicate_of(batch)
+                        if duplicate is not None:
+                            return self._duplicate_info(duplicate, max_ts, last, size, 1)
+                        updates = producers.analyze([batch], AppendOrigin.CLIENT)[0]
                 self._append_set(data, first, last, max_ts, last, size, now, None, updates,
                                  segment)
             except OSError as exc:

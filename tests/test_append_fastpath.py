@@ -29,10 +29,12 @@ from _logtools import Clock, open_log
 
 from kafkastore.errors import (
     InvalidRecordError,
+    InvalidTxnStateError,
     LogClosedError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
 )
+from kafkastore.log_append import LogAppendInfo
 from kafkastore.records import encode_batch, scan_batches
 
 CODECS = ("none", "gzip", "lz4", "zstd", "snappy")
@@ -243,4 +245,101 @@ def test_compacted_topic_refuses_a_null_key_before_writing(tmp_path):
     with pytest.raises(InvalidRecordError):
         log.append([(None, b"v")])
     assert log.log_end_offset == 0
+    log.close()
+
+
+# -- an idempotent producer's batches (ProducerStateManager.in_sequence) -------------------
+
+INT_MAX = (1 << 31) - 1
+
+
+def _one_step(log, step, i, *, batches: bool):
+    """Run one scripted step; its LogAppendInfo, or the type and text of its error."""
+    try:
+        if step[0] == "marker":
+            _, pid, epoch, kind = step
+            return log.append_end_txn_marker(pid, epoch, kind, timestamp=5000 + i)
+        _, pid, epoch, seq, n, txn = step
+        records = [(b"k%d" % j, b"v" * (i % 7)) for j in range(n)]
+        if batches:
+            return log.append_batches(encode_batch(
+                records, timestamp=5000 + i, producer_id=pid, producer_epoch=epoch,
+                base_sequence=seq, is_transactional=txn))
+        return log.append(records, timestamp=5000 + i, producer_id=pid,
+                          producer_epoch=epoch, base_sequence=seq, is_transactional=txn)
+    except Exception as exc:   # the same typed error from both paths
+        return (type(exc), str(exc).replace(str(log.dir), "<dir>"))
+
+
+def _drive_producers(log, seed: int):
+    """A random script of producer batches run on ``log`` (``Log.append``), each step
+    chosen from what the earlier ones did: mostly the next batch in sequence, with
+    retries of recent batches, gaps, new and fenced epochs, transactions and their
+    markers, and sequences that wrap past Integer.MAX_VALUE. The steps and results."""
+    rng = random.Random(seed)
+    state = {pid: dict(epoch=0, seq=rng.choice([0, INT_MAX - 7]), sent=[], txn=False)
+             for pid in (11, 12)}
+    steps, out = [], []
+    for i in range(rng.randrange(20, 80)):
+        pid = rng.choice((11, 12))
+        st = state[pid]
+        n = rng.randrange(1, 5)
+        roll = rng.random()
+        ok = None
+        if roll < 0.1 and st["sent"]:
+            step = ("data", pid, *rng.choice(st["sent"][-7:]))   # a retry
+        elif roll < 0.14:
+            step = ("data", pid, st["epoch"], st["seq"] + rng.choice([1, 5]), n, st["txn"])
+        elif roll < 0.17:
+            step = ("data", pid, st["epoch"] - 1, st["seq"], n, st["txn"])   # fenced
+        elif roll < 0.2 and not st["txn"]:
+            step = ("data", pid, st["epoch"] + 1, 0, n, False)   # a new epoch
+            ok = dict(epoch=st["epoch"] + 1, seq=n)
+        elif roll > 0.9 and st["txn"]:
+            step = ("marker", pid, st["epoch"], rng.choice(["COMMIT", "ABORT"]))
+            ok = dict(txn=False)
+        else:
+            txn = st["txn"] or roll > 0.85
+            step = ("data", pid, st["epoch"], st["seq"], n, txn)
+            ok = dict(seq=(st["seq"] + n) % (INT_MAX + 1), txn=txn)
+        steps.append(step)
+        out.append(_one_step(log, step, i, batches=False))
+        if ok is not None and isinstance(out[-1], LogAppendInfo):
+            if step[0] == "data":
+                st["sent"].append(step[2:])
+            st.update(ok)
+    return steps, out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_idempotent_appends_match_the_validated_path(tmp_path, seed):
+    clock = Clock()
+    logs = [open_log(tmp_path / d, clock, segment_bytes=1500) for d in ("a", "b")]
+    steps, got_a = _drive_producers(logs[0], seed)
+    got_b = [_one_step(logs[1], step, i, batches=True) for i, step in enumerate(steps)]
+    assert got_a == got_b
+    state_a, state_b = (log._producers.producers for log in logs)
+    assert state_a == state_b
+    assert logs[0].last_stable_offset == logs[1].last_stable_offset
+    for log in logs:
+        log.close()
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_the_next_batch_of_a_producer_takes_the_short_path(tmp_path):
+    # what in_sequence must answer for, and what it must leave to analyze
+    log = open_log(tmp_path, Clock())
+    producers = log._producers
+    assert producers.in_sequence(3, 0, 0, 0, 0, 1, False) is None      # unknown producer
+    log.append([(b"k", b"v")] * 2, producer_id=3, producer_epoch=0, base_sequence=0)
+    assert producers.in_sequence(3, 0, 2, 2, 3, 1, False) is not None  # next: short path
+    assert producers.in_sequence(3, 0, 3, 2, 3, 1, False) is None      # a gap
+    assert producers.in_sequence(3, 1, 2, 2, 3, 1, False) is None      # a new epoch
+    assert producers.in_sequence(3, 0, 2, 2, 3, 1, True) is None       # transactional
+    assert producers.in_sequence(3, 0, 0, 2, 3, 1, False) is None      # a retry
+    log.append([(b"k", b"v")], producer_id=3, producer_epoch=0, base_sequence=2,
+               is_transactional=True)
+    assert producers.in_sequence(3, 0, 3, 3, 3, 1, False) is None      # inside a txn
+    with pytest.raises(InvalidTxnStateError):
+        log.append([(b"k", b"v")], producer_id=3, producer_epoch=0, base_sequence=3)
     log.close()
