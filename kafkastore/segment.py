@@ -614,15 +614,17 @@ class LogSegment:
                 return True
         if self._index_check_pending:
             self._check_indexes_once()
-        offset_index = self._offset_index._index
-        if offset_index is None:
-            offset_index = self._offset_index.get()
-        time_index = self._time_index._index
-        if time_index is None:
-            time_index = self._time_index.get()
-        # offset_index.is_full(), time_index.is_full() (its last slot kept for the roll)
-        return (offset_index._entries >= offset_index._max_entries
-                or time_index._entries >= time_index._max_entries - 1
+        # offset_index.is_full(), then time_index.is_full() (its last slot kept for the
+        # roll), each index loaded only when reached, as through the properties
+        index = self._offset_index._index
+        if index is None:
+            index = self._offset_index.get()
+        if index._entries >= index._max_entries:
+            return True
+        index = self._time_index._index
+        if index is None:
+            index = self._time_index.get()
+        return (index._entries >= index._max_entries - 1
                 or not 0 <= max_offset - self.base_offset <= _INT_MAX)
 
     # -- recovery and truncation -------------------------------------------
