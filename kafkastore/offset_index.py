@@ -182,7 +182,9 @@ class OffsetIndex(AbstractIndex):
                     f"Attempt to append an offset {offset} to position {entries} no larger "
                     f"than the last offset appended ({self._last_offset}) to {self._path}",
                     offset=offset, path=str(self._path))
-            relative = self.relative_offset(offset)
+            relative = offset - self._base_offset   # (relative_offset, inline: every append)
+            if not 0 <= relative <= _INT32_MAX:
+                relative = self.relative_offset(offset)   # raises
             if not 0 <= position <= _INT32_MAX:
                 raise ValueError(f"position {position} is outside [0, {_INT32_MAX}]")
             _OFFSET_ENTRY.pack_into(self._view, entries * 8, relative, position)

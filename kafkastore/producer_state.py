@@ -293,6 +293,17 @@ class ProducerStateEntry:
         return None
 
 
+class _InSequence(NamedTuple):
+    """What :class:`ProducerAppendInfo` makes of a data batch that simply follows its
+    producer's last one (see :meth:`ProducerStateManager.in_sequence`): the metadata
+    ``entry`` gains, and its new last timestamp, ``metadata.timestamp``."""
+
+    producer_id: int
+    entry: ProducerStateEntry
+    metadata: BatchMetadata
+    started_transactions: tuple = ()
+
+
 class ProducerAppendInfo:
     """The changes one append makes to one producer, checked before anything is written
     (Kafka's ``ProducerAppendInfo``). :meth:`ProducerStateManager.update` applies them."""
@@ -750,7 +761,44 @@ class ProducerStateManager:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
         return ProducerAppendInfo(producer_id, current, origin, self.dir)
 
+    def in_sequence(self, producer_id: int, epoch: int, first_seq: int, first_offset: int,
+                    last_offset: int, max_timestamp: int, transactional: bool) -> list | None:
+        """``analyze([batch], "client")[0]`` for an idempotent producer's usual batch, in
+        a few field reads: a non-transactional data batch of a known producer, outside a
+        transaction, in its current epoch, whose first sequence follows the last one
+        without wrapping, and that retries none of the cached batches. None for every
+        other batch, which :meth:`duplicate_of` and :meth:`analyze` then decide (retries,
+        gaps, new producers or epochs, fencing, transactions: all their errors).
+
+        For such a batch Kafka's ``ProducerAppendInfo.appendDataBatch`` passes its epoch and
+        sequence checks and adds one ``BatchMetadata``, and ``ProducerStateEntry.update``
+        then changes nothing else of the entry but its last timestamp; :meth:`update` applies
+        exactly that."""
+        if transactional:
+            return None
+        entry = self.producers.get(producer_id)
+        if (entry is None or entry.producer_epoch != epoch
+                or entry.current_txn_first_offset is not None):
+            return None
+        cached = entry.batch_metadata
+        delta = last_offset - first_offset
+        if (not cached or first_seq != cached[-1].last_seq + 1
+                or first_seq > _INT_MAX - delta):
+            return None
+        last_seq = first_seq + delta
+        for meta in cached:
+            if meta.last_seq == last_seq:   # maybe a retry: find_duplicate_batch decides
+                return None
+        return [(_InSequence(producer_id, entry,
+                             BatchMetadata(last_seq, last_offset, delta, max_timestamp)), None)]
+
     def update(self, info: ProducerAppendInfo) -> None:
+        if type(info) is _InSequence:
+            # (the entry's update_from of a copy with this one batch: see in_sequence)
+            entry = info.entry
+            entry._add_batch_metadata(info.metadata)
+            entry.last_timestamp = info.metadata.timestamp
+            return
         if info.producer_id == NO_PRODUCER_ID:
             raise ValueError(f"Invalid producer id {info.producer_id} passed to update for "
                              f"partition {self.dir}")

@@ -420,26 +420,29 @@ class LogSegment:
         segment's max timestamp so far.
         """
         log = self.log
-        position = log.size
+        position = log._size
         if not 0 <= largest_offset - self.base_offset <= _INT_MAX:
             self._ensure_offset_in_range(largest_offset)
         size = log.append(records)
-        if size:
-            if position == 0:
-                self._rolling_based_timestamp = largest_timestamp
-            self._note_batch(largest_offset, largest_timestamp,
-                             shallow_offset_of_max_timestamp, position, size)
-
-    def _note_batch(self, last_offset: int, max_timestamp: int, offset_of_max: int,
-                    position: int, size: int) -> None:
+        if not size:
+            return
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        # what the batch changes in the segment (every append: inline, no call)
         known = self._max_ts_and_offset or self._max_ts_and_offset_so_far()
-        if max_timestamp > known[0]:
-            self._max_ts_and_offset = known = (max_timestamp, offset_of_max)
+        if largest_timestamp > known[0]:
+            self._max_ts_and_offset = known = (largest_timestamp,
+                                               shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             if self._index_check_pending:
                 self._check_indexes_once()
-            self._offset_index.get().append(last_offset, position)
-            self._time_index.get().maybe_append(known[0], known[1])
+            # (the loaded indexes directly: _LazyIndex.get() only when not loaded yet)
+            index = self._offset_index._index
+            (index if index is not None else self._offset_index.get()).append(
+                largest_offset, position)
+            index = self._time_index._index
+            (index if index is not None else self._time_index.get()).maybe_append(
+                known[0], known[1])
             self._bytes_since_last_index_entry = size
         else:
             self._bytes_since_last_index_entry += size
@@ -594,14 +597,33 @@ class LogSegment:
         offset index or its time index is full; ``max_offset`` is not an int32 offset
         relative to the base. (Kafka passes these in a ``RollParams``; the append path
         has them at hand.)"""
-        size = self.log.size
+        # (this runs on every append: fields are read in place, the methods it stands for
+        # named beside them)
+        size = self.log._size
         if size > max_segment_bytes - messages_size:
             return True
-        if size > 0 and self.time_waited_for_roll(now, max_timestamp) \
-                > max_segment_ms - self.roll_jitter_ms:
+        if size > 0:
+            ts = self._rolling_based_timestamp
+            if ts is None:
+                self._load_first_batch_timestamp()
+                ts = self._rolling_based_timestamp
+            # time_waited_for_roll
+            waited = max_timestamp - ts if ts is not None and ts >= 0 else now - self.created
+            if waited > max_segment_ms - self.roll_jitter_ms:
+                return True
+        if self._index_check_pending:
+            self._check_indexes_once()
+        # offset_index.is_full(), then time_index.is_full() (its last slot kept for the
+        # roll), each index loaded only when reached, as through the properties
+        index = self._offset_index._index
+        if index is None:
+            index = self._offset_index.get()
+        if index._entries >= index._max_entries:
             return True
-        return (self.offset_index.is_full()
-                or self.time_index.is_full()
+        index = self._time_index._index
+        if index is None:
+            index = self._time_index.get()
+        return (index._entries >= index._max_entries - 1
                 or not 0 <= max_offset - self.base_offset <= _INT_MAX)
 
     # -- recovery and truncation -------------------------------------------

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from kafkastore._kernels import index_search as _search
 from kafkastore.abstract_index import (
+    _INT32_MAX,
     _INT64_MAX,
     AbstractIndex,
     _check_int,
@@ -171,7 +172,9 @@ class TimeIndex(AbstractIndex):
                     raise IndexFullError(
                         f"Attempt to append to a full time index (size = {entries}): no slot "
                         "left even for the final entry", offset=offset, path=str(self._path))
-                relative = self.relative_offset(offset)
+                relative = offset - self._base_offset   # (relative_offset, inline: every append)
+                if not 0 <= relative <= _INT32_MAX:
+                    relative = self.relative_offset(offset)   # raises
                 if timestamp > _INT64_MAX:
                     raise ValueError(f"timestamp {timestamp} is outside the int64 range")
                 _TIME_ENTRY.pack_into(self._view, entries * 12, timestamp, relative)

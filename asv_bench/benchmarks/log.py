@@ -92,6 +92,36 @@ class LogAppend(_LogBenchmark):
             self.log.append_records(self.batches)
 
 
+class LogAppendPerCall(_LogBenchmark):
+    """10,000 appends of one record each, with and without a producer id: the per-call
+    work of ``Log.append`` (roll check, index rule, producer state) outweighs the encode
+    and the write here (issue 31's append row moved it out of a dozen small calls)."""
+
+    params = (["none", "idempotent"],)
+    param_names = ["producer"]
+
+    def setup(self, producer):
+        from kafkastore.log import Log
+
+        keys, values = make_workload(10_000)
+        self.records = [[kv] for kv in zip(keys, values)]
+        self.log = Log.open(self._dir(), log_config())
+
+    def teardown(self, producer):
+        self.log.close()
+        super().teardown()
+
+    def time_append(self, producer):
+        append, ts = self.log.append, BASE_TIMESTAMP
+        if producer == "none":
+            for i, recs in enumerate(self.records):
+                append(recs, timestamp=ts + i)
+        else:
+            for i, recs in enumerate(self.records):
+                append(recs, timestamp=ts + i, producer_id=1, producer_epoch=0,
+                       base_sequence=i)
+
+
 class LogAppendWithFsync(_LogBenchmark):
     """:class:`LogAppend` from opening a fresh log to closing it, the final fsync included."""
 
