@@ -10,6 +10,16 @@
 # (str, bytes) pairs, none of which can lead back to it, so it cannot be part
 # of a reference cycle. Leaving it out of the cyclic GC saves the gen-0
 # collections that allocating millions of records would otherwise trigger.
+#
+# The six fields are raw PyObject* slots, not ``object`` fields, because of what
+# Cython does with ``object`` fields: its tp_new sets each to None (six INCREFs
+# of None) and every first assignment DECREFs that None again: twelve
+# read-modify-writes of None's one reference count per record, back to back, a
+# dependency chain that was about a tenth of decoding a record (issue 31's
+# profile). With raw slots, tp_new (the freelist's memset) leaves them NULL and
+# _new_record stores each field once. A NULL slot (only a Record made by
+# ``Record.__new__`` without ``__init__``) reads as an unset attribute, as an
+# unset __slots__ field of the pure twin does.
 @cython.no_gc
 @cython.freelist(512)
 cdef class Record:
@@ -23,16 +33,25 @@ cdef class Record:
     """
 
     def __init__(self, offset, timestamp, timestamp_type, key, value, headers=()):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
+        _set_slot(&self._offset, offset)
+        _set_slot(&self._timestamp, timestamp)
+        _set_slot(&self._timestamp_type, timestamp_type)
+        _set_slot(&self._key, key)
+        _set_slot(&self._value, value)
+        _set_slot(&self._headers, headers)
+
+    def __dealloc__(self):
+        Py_XDECREF(self._offset)
+        Py_XDECREF(self._timestamp)
+        Py_XDECREF(self._timestamp_type)
+        Py_XDECREF(self._key)
+        Py_XDECREF(self._value)
+        Py_XDECREF(self._headers)
 
     cdef tuple _fields(self):
-        return (self.offset, self.timestamp, int(self.timestamp_type), self.key,
-                self.value, self.headers)
+        return (_slot(self._offset, 0), _slot(self._timestamp, 1),
+                int(_slot(self._timestamp_type, 2)), _slot(self._key, 3),
+                _slot(self._value, 4), _slot(self._headers, 5))
 
     def __eq__(self, other):
         if not isinstance(other, Record):
@@ -43,49 +62,61 @@ cdef class Record:
         return hash(self._fields())
 
     def __reduce__(self):
-        return (Record, (self.offset, self.timestamp, self.timestamp_type, self.key,
-                         self.value, self.headers))
+        return (Record, (_slot(self._offset, 0), _slot(self._timestamp, 1),
+                         _slot(self._timestamp_type, 2), _slot(self._key, 3),
+                         _slot(self._value, 4), _slot(self._headers, 5)))
 
     def __repr__(self):
         return (
-            f"Record(offset={self.offset}, timestamp={self.timestamp}, "
-            f"key={self.key!r}, value={_short(self.value)}, headers={self.headers!r})"
+            f"Record(offset={_slot(self._offset, 0)}, timestamp={_slot(self._timestamp, 1)}, "
+            f"key={_slot(self._key, 3)!r}, value={_short(_slot(self._value, 4))}, "
+            f"headers={_slot(self._headers, 5)!r})"
         )
 
 
-# Cython exposes ``cdef readonly object`` fields through getset descriptors,
-# which CPython's attribute cache does not specialise (about 18 ns a read).
-# Record is read four or more times per decoded record, so its fields are
-# re-exposed as read-only T_OBJECT_EX member descriptors, which the
-# interpreter reads through a slot directly (LOAD_ATTR_SLOT, about 4 ns).
-# Offsets are found by planting distinct sentinels in a probe instance, so
-# nothing depends on the name of Cython's generated struct.
-cdef PyMemberDef _record_members[6]
 cdef tuple _RECORD_FIELDS = (b"offset", b"timestamp", b"timestamp_type", b"key", b"value",
                              b"headers")
 
 
-cdef Py_ssize_t _slot_offset(object probe, object sentinel) except -1:
-    cdef PyObject** words = <PyObject**><PyObject*>probe
-    cdef object tp = type(probe)
-    cdef Py_ssize_t i
-    for i in range(1, (<PyTypeObject*>tp).tp_basicsize // <Py_ssize_t>sizeof(PyObject*)):
-        if words[i] == <PyObject*>sentinel:
-            return i * <Py_ssize_t>sizeof(PyObject*)
-    raise RuntimeError("Record slot not found")
+cdef inline int _set_slot(PyObject** slot, object value) except -1:
+    # replace a slot's reference (__init__ may run again on a live Record)
+    cdef PyObject* old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
+    return 0
+
+
+cdef object _slot(PyObject* p, int field):
+    if p == NULL:
+        raise AttributeError((<bytes>_RECORD_FIELDS[field]).decode())
+    return <object>p
+
+
+# Python reads Record's fields through read-only T_OBJECT_EX member
+# descriptors over the raw slots: the interpreter reads those through a slot
+# directly (LOAD_ATTR_SLOT, about 4 ns; a Cython getset property costs about
+# 18 ns, and CPython's attribute cache does not specialise it). Record is read
+# four or more times per decoded record.
+cdef PyMemberDef _record_members[6]
 
 
 cdef int _install_record_members() except -1:
     cdef Record probe = Record.__new__(Record)
-    cdef list sentinels = [object() for _ in range(6)]
+    cdef char* base = <char*><PyObject*>probe
+    cdef Py_ssize_t offsets[6]
     cdef Py_ssize_t i
     cdef dict tp_dict = <dict>(<PyTypeObject*>Record).tp_dict
-    probe.offset, probe.timestamp, probe.timestamp_type = sentinels[0], sentinels[1], sentinels[2]
-    probe.key, probe.value, probe.headers = sentinels[3], sentinels[4], sentinels[5]
+    offsets[0] = <char*>&probe._offset - base
+    offsets[1] = <char*>&probe._timestamp - base
+    offsets[2] = <char*>&probe._timestamp_type - base
+    offsets[3] = <char*>&probe._key - base
+    offsets[4] = <char*>&probe._value - base
+    offsets[5] = <char*>&probe._headers - base
     for i in range(6):
         _record_members[i].name = <const char*>(<bytes>_RECORD_FIELDS[i])
         _record_members[i].type = T_OBJECT_EX
-        _record_members[i].offset = _slot_offset(probe, sentinels[i])
+        _record_members[i].offset = offsets[i]
         _record_members[i].flags = READONLY
         _record_members[i].doc = NULL
         tp_dict[(<bytes>_RECORD_FIELDS[i]).decode()] = PyDescr_NewMember(
@@ -109,13 +140,20 @@ def _short(value):
 
 cdef inline Record _new_record(object offset, object timestamp, object ts_type, object key,
                                object value, object headers):
+    # tp_new (Cython's freelist) leaves the slots NULL: each is stored once
     cdef Record rec = Record.__new__(Record)
-    rec.offset = offset
-    rec.timestamp = timestamp
-    rec.timestamp_type = ts_type
-    rec.key = key
-    rec.value = value
-    rec.headers = headers
+    Py_INCREF(offset)
+    rec._offset = <PyObject*>offset
+    Py_INCREF(timestamp)
+    rec._timestamp = <PyObject*>timestamp
+    Py_INCREF(ts_type)
+    rec._timestamp_type = <PyObject*>ts_type
+    Py_INCREF(key)
+    rec._key = <PyObject*>key
+    Py_INCREF(value)
+    rec._value = <PyObject*>value
+    Py_INCREF(headers)
+    rec._headers = <PyObject*>headers
     return rec
 
 
