@@ -280,9 +280,8 @@ cdef class _RecordIterator:
             if ts != self._ts_value:
                 self._ts_obj = ts
                 self._ts_value = ts
-        return _new_record(
+        return _new_record_at(
             add64(self._base_offset, span.offset_delta), self._ts_obj, self._ts_type,
-            _bytes_or_none(self._ptr, span.key_pos, span.key_len),
-            _bytes_or_none(self._ptr, span.value_pos, span.value_len),
+            self._ptr, span.key_pos, span.key_len, span.value_pos, span.value_len,
             _decode_headers(self._ptr, span.headers_pos, span.header_count)
             if span.header_count else _EMPTY)
