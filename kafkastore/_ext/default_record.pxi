@@ -16,7 +16,7 @@
 # of None) and every first assignment DECREFs that None again: twelve
 # read-modify-writes of None's one reference count per record, back to back, a
 # dependency chain that was about a tenth of decoding a record (issue 31's
-# profile). With raw slots, tp_new (the freelist's memset) leaves them NULL and
+# profile). With raw slots, a new record's slots start NULL (zeroed memory) and
 # _new_record stores each field once. A NULL slot (only a Record made by
 # ``Record.__new__`` without ``__init__``) reads as an unset attribute, as an
 # unset __slots__ field of the pure twin does.
@@ -87,15 +87,22 @@ cdef extern from *:
     /* Rewriting a kept bytes object in place must also forget its cached hash:
        the ob_shash field, there (deprecated, not removed) up to 3.14 at least.
        Where it may be gone, nothing is kept. */
-    #if PY_VERSION_HEX < 0x030F0000 && !defined(Py_GIL_DISABLED) && !defined(Py_LIMITED_API)
+    #if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
     #define KS_REC_KEEP 1
     #else
     #define KS_REC_KEEP 0
     #endif
 
+    /* the freelist is module state guarded by the GIL: none without one */
+    #if defined(Py_GIL_DISABLED)
+    #define KS_REC_FREELIST_ON 0
+    #else
+    #define KS_REC_FREELIST_ON 1
+    #endif
+
     static PyObject *ks_record_alloc(void) {
         PyObject *o;
-        if (ks_rec_nfree) {
+        if (KS_REC_FREELIST_ON && ks_rec_nfree) {
             o = ks_rec_free[--ks_rec_nfree];
             (void)PyObject_Init(o, ks_rec_type);
             return o;
@@ -139,7 +146,7 @@ cdef extern from *:
     static void ks_record_dealloc(PyObject *o) {
         PyTypeObject *tp = Py_TYPE(o);
         PyObject *p;
-        int i, keep = ks_rec_nfree < KS_REC_FREELIST && tp == ks_rec_type;
+        int i, keep = KS_REC_FREELIST_ON && ks_rec_nfree < KS_REC_FREELIST && tp == ks_rec_type;
         for (i = 0; i < 6; i++) {
             p = KS_REC_SLOT(o, i);
     #if KS_REC_KEEP
