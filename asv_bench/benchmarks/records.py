@@ -109,6 +109,39 @@ class DecodeRecords(_RecordsBenchmark):
         self.impl.decode(self.blob)
 
 
+class DecodeRecordObjects:
+    """kafkastore's decode to record objects in the shapes its record recycling (issue 31)
+    treats differently: records dropped as they are read (each one reuses the bytes
+    objects of the one freed before it when the lengths match) or all kept in a list
+    (nothing to reuse), over fixed-size values (the workload's) or values of varying
+    length. None of these may get slower than a decoder allocating every object."""
+
+    params = [["dropped", "kept"], ["fixed", "varying"]]
+    param_names = ["records", "values"]
+    number = 1
+    repeat = (3, 10, 20.0)
+
+    def setup(self, records, values):
+        from kafkastore.records import iter_batches
+
+        keys, vals = make_workload(N_RECORDS, seed=0)
+        if values == "varying":
+            vals = [v[:60 + i % 41] for i, v in enumerate(vals)]
+        self.blob = encode_blob(keys, vals)
+        self.iter_batches = iter_batches
+
+    def time_decode(self, records, values):
+        if records == "kept":
+            return [r.value for b in self.iter_batches(self.blob) for r in b]
+        n = 0
+        for b in self.iter_batches(self.blob):
+            for r in b:
+                r.key
+                r.value
+                n += 1
+        return n
+
+
 class DecodeColumns(_RecordsBenchmark):
     """``kafkastore.decode_columns``: every record into numpy arrays, no object per record.
 

@@ -10,8 +10,26 @@
 # (str, bytes) pairs, none of which can lead back to it, so it cannot be part
 # of a reference cycle. Leaving it out of the cyclic GC saves the gen-0
 # collections that allocating millions of records would otherwise trigger.
+#
+# The six fields are raw PyObject* slots, not ``object`` fields, because of what
+# Cython does with ``object`` fields: its tp_new sets each to None (six INCREFs
+# of None) and every first assignment DECREFs that None again: twelve
+# read-modify-writes of None's one reference count per record, back to back, a
+# dependency chain that was about a tenth of decoding a record (issue 31's
+# profile). With raw slots, a new record's slots start NULL (zeroed memory) and
+# _new_record stores each field once. A NULL slot (only a Record made by
+# ``Record.__new__`` without ``__init__``) reads as an unset attribute, as an
+# unset __slots__ field of the pure twin does.
+#
+# Records are recycled through a freelist of their own (ks_record_alloc /
+# ks_record_dealloc below), not Cython's, for one more saving: a record going
+# back on the freelist keeps its key and value bytes objects when nothing else
+# references them (refcount 1: they would be freed otherwise) and they are
+# small; the next record decoded into it rewrites a kept object of the same
+# length in place instead of freeing one bytes object and allocating another.
+# Decoding fixed-size keys and values (the common case) then allocates no bytes
+# objects at all once the freelist is warm.
 @cython.no_gc
-@cython.freelist(512)
 cdef class Record:
     """One record read from a batch. Immutable.
 
@@ -23,16 +41,17 @@ cdef class Record:
     """
 
     def __init__(self, offset, timestamp, timestamp_type, key, value, headers=()):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
+        _set_slot(&self._offset, offset)
+        _set_slot(&self._timestamp, timestamp)
+        _set_slot(&self._timestamp_type, timestamp_type)
+        _set_slot(&self._key, key)
+        _set_slot(&self._value, value)
+        _set_slot(&self._headers, headers)
 
     cdef tuple _fields(self):
-        return (self.offset, self.timestamp, int(self.timestamp_type), self.key,
-                self.value, self.headers)
+        return (_slot(self._offset, 0), _slot(self._timestamp, 1),
+                int(_slot(self._timestamp_type, 2)), _slot(self._key, 3),
+                _slot(self._value, 4), _slot(self._headers, 5))
 
     def __eq__(self, other):
         if not isinstance(other, Record):
@@ -43,53 +62,174 @@ cdef class Record:
         return hash(self._fields())
 
     def __reduce__(self):
-        return (Record, (self.offset, self.timestamp, self.timestamp_type, self.key,
-                         self.value, self.headers))
+        return (Record, (_slot(self._offset, 0), _slot(self._timestamp, 1),
+                         _slot(self._timestamp_type, 2), _slot(self._key, 3),
+                         _slot(self._value, 4), _slot(self._headers, 5)))
 
     def __repr__(self):
         return (
-            f"Record(offset={self.offset}, timestamp={self.timestamp}, "
-            f"key={self.key!r}, value={_short(self.value)}, headers={self.headers!r})"
+            f"Record(offset={_slot(self._offset, 0)}, timestamp={_slot(self._timestamp, 1)}, "
+            f"key={_slot(self._key, 3)!r}, value={_short(_slot(self._value, 4))}, "
+            f"headers={_slot(self._headers, 5)!r})"
         )
 
 
-# Cython exposes ``cdef readonly object`` fields through getset descriptors,
-# which CPython's attribute cache does not specialise (about 18 ns a read).
-# Record is read four or more times per decoded record, so its fields are
-# re-exposed as read-only T_OBJECT_EX member descriptors, which the
-# interpreter reads through a slot directly (LOAD_ATTR_SLOT, about 4 ns).
-# Offsets are found by planting distinct sentinels in a probe instance, so
-# nothing depends on the name of Cython's generated struct.
-cdef PyMemberDef _record_members[6]
+cdef extern from *:
+    """
+    /* kafkastore Record recycling (default_record.pxi explains it). */
+    #define KS_REC_FREELIST 512
+    #define KS_REC_KEEP_MAX 512   /* bytes objects kept with a free record: at most this long */
+    static Py_ssize_t ks_rec_off[6];          /* the slots' offsets, set at module init */
+    static PyObject *ks_rec_free[KS_REC_FREELIST];
+    static int ks_rec_nfree = 0;
+    static PyTypeObject *ks_rec_type = NULL;
+    #define KS_REC_SLOT(o, i) (*(PyObject **)((char *)(o) + ks_rec_off[i]))
+    /* Rewriting a kept bytes object in place must also forget its cached hash:
+       the ob_shash field, there (deprecated, not removed) up to 3.14 at least.
+       Where it may be gone, nothing is kept. */
+    #if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
+    #define KS_REC_KEEP 1
+    #else
+    #define KS_REC_KEEP 0
+    #endif
+
+    /* the freelist is module state guarded by the GIL: none without one */
+    #if defined(Py_GIL_DISABLED)
+    #define KS_REC_FREELIST_ON 0
+    #else
+    #define KS_REC_FREELIST_ON 1
+    #endif
+
+    static PyObject *ks_record_alloc(void) {
+        PyObject *o;
+        if (KS_REC_FREELIST_ON && ks_rec_nfree) {
+            o = ks_rec_free[--ks_rec_nfree];
+            (void)PyObject_Init(o, ks_rec_type);
+            return o;
+        }
+        return ks_rec_type->tp_alloc(ks_rec_type, 0);   /* zeroed */
+    }
+
+    /* a kept key or value slot may hold a bytes object: reuse it when it has
+       the length wanted, else replace it; a negative length is None */
+    static int ks_record_set_bytes(PyObject *o, int i, const char *src, Py_ssize_t len) {
+        PyObject *old = KS_REC_SLOT(o, i), *b;
+        if (len < 0) {
+            Py_INCREF(Py_None);
+            KS_REC_SLOT(o, i) = Py_None;
+            Py_XDECREF(old);
+            return 0;
+        }
+    #if KS_REC_KEEP
+        if (old != NULL && Py_SIZE(old) == len) {
+            /* kept by ks_record_dealloc: an exact bytes object nothing else references */
+            memcpy(PyBytes_AS_STRING(old), src, (size_t)len);
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic push
+    #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    #endif
+            ((PyBytesObject *)old)->ob_shash = -1;
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic pop
+    #endif
+            return 0;
+        }
+    #endif
+        b = PyBytes_FromStringAndSize(src, len);
+        if (b == NULL)
+            return -1;
+        KS_REC_SLOT(o, i) = b;
+        Py_XDECREF(old);
+        return 0;
+    }
+
+    static void ks_record_dealloc(PyObject *o) {
+        PyTypeObject *tp = Py_TYPE(o);
+        PyObject *p;
+        int i, keep = KS_REC_FREELIST_ON && ks_rec_nfree < KS_REC_FREELIST && tp == ks_rec_type;
+        for (i = 0; i < 6; i++) {
+            p = KS_REC_SLOT(o, i);
+    #if KS_REC_KEEP
+            if (keep && (i == 3 || i == 4) && p != NULL && Py_REFCNT(p) == 1
+                    && PyBytes_CheckExact(p) && Py_SIZE(p) > 0 && Py_SIZE(p) <= KS_REC_KEEP_MAX)
+                continue;
+    #endif
+            KS_REC_SLOT(o, i) = NULL;
+            Py_XDECREF(p);
+        }
+        /* the decrefs may have run code that filled the freelist: check again */
+        if (keep && ks_rec_nfree < KS_REC_FREELIST) {
+            ks_rec_free[ks_rec_nfree++] = o;
+        } else {
+            Py_CLEAR(KS_REC_SLOT(o, 3));
+            Py_CLEAR(KS_REC_SLOT(o, 4));
+            tp->tp_free(o);
+        }
+        if (PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE))
+            Py_DECREF(tp);
+    }
+
+    static void ks_record_install(PyTypeObject *t, const Py_ssize_t *offsets) {
+        int i;
+        for (i = 0; i < 6; i++)
+            ks_rec_off[i] = offsets[i];
+        ks_rec_type = t;
+        t->tp_dealloc = ks_record_dealloc;
+    }
+    """
+    object ks_record_alloc()
+    int ks_record_set_bytes(object rec, int i, const char* src, Py_ssize_t length) except -1
+    void ks_record_install(PyTypeObject* t, const Py_ssize_t* offsets)
+
+
 cdef tuple _RECORD_FIELDS = (b"offset", b"timestamp", b"timestamp_type", b"key", b"value",
                              b"headers")
 
 
-cdef Py_ssize_t _slot_offset(object probe, object sentinel) except -1:
-    cdef PyObject** words = <PyObject**><PyObject*>probe
-    cdef object tp = type(probe)
-    cdef Py_ssize_t i
-    for i in range(1, (<PyTypeObject*>tp).tp_basicsize // <Py_ssize_t>sizeof(PyObject*)):
-        if words[i] == <PyObject*>sentinel:
-            return i * <Py_ssize_t>sizeof(PyObject*)
-    raise RuntimeError("Record slot not found")
+cdef inline int _set_slot(PyObject** slot, object value) except -1:
+    # replace a slot's reference (__init__ may run again on a live Record)
+    cdef PyObject* old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
+    return 0
+
+
+cdef object _slot(PyObject* p, int field):
+    if p == NULL:
+        raise AttributeError((<bytes>_RECORD_FIELDS[field]).decode())
+    return <object>p
+
+
+# Python reads Record's fields through read-only T_OBJECT_EX member
+# descriptors over the raw slots: the interpreter reads those through a slot
+# directly (LOAD_ATTR_SLOT, about 4 ns; a Cython getset property costs about
+# 18 ns, and CPython's attribute cache does not specialise it). Record is read
+# four or more times per decoded record.
+cdef PyMemberDef _record_members[6]
 
 
 cdef int _install_record_members() except -1:
     cdef Record probe = Record.__new__(Record)
-    cdef list sentinels = [object() for _ in range(6)]
+    cdef char* base = <char*><PyObject*>probe
+    cdef Py_ssize_t offsets[6]
     cdef Py_ssize_t i
     cdef dict tp_dict = <dict>(<PyTypeObject*>Record).tp_dict
-    probe.offset, probe.timestamp, probe.timestamp_type = sentinels[0], sentinels[1], sentinels[2]
-    probe.key, probe.value, probe.headers = sentinels[3], sentinels[4], sentinels[5]
+    offsets[0] = <char*>&probe._offset - base
+    offsets[1] = <char*>&probe._timestamp - base
+    offsets[2] = <char*>&probe._timestamp_type - base
+    offsets[3] = <char*>&probe._key - base
+    offsets[4] = <char*>&probe._value - base
+    offsets[5] = <char*>&probe._headers - base
     for i in range(6):
         _record_members[i].name = <const char*>(<bytes>_RECORD_FIELDS[i])
         _record_members[i].type = T_OBJECT_EX
-        _record_members[i].offset = _slot_offset(probe, sentinels[i])
+        _record_members[i].offset = offsets[i]
         _record_members[i].flags = READONLY
         _record_members[i].doc = NULL
         tp_dict[(<bytes>_RECORD_FIELDS[i]).decode()] = PyDescr_NewMember(
             <PyTypeObject*>Record, &_record_members[i])
+    ks_record_install(<PyTypeObject*>Record, offsets)
     # Cython installs its own tp_getattro; the interpreter specialises slot
     # reads only for the generic one, which behaves the same here (no __dict__,
     # no __getattr__).
@@ -107,15 +247,49 @@ def _short(value):
     return repr(value)
 
 
+cdef inline int _steal_slot(PyObject** slot, object value) except -1:
+    # store into a slot of a record fresh from ks_record_alloc: the key and value
+    # slots may hold kept bytes objects, the others are NULL
+    cdef PyObject* old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
+    return 0
+
+
 cdef inline Record _new_record(object offset, object timestamp, object ts_type, object key,
                                object value, object headers):
-    cdef Record rec = Record.__new__(Record)
-    rec.offset = offset
-    rec.timestamp = timestamp
-    rec.timestamp_type = ts_type
-    rec.key = key
-    rec.value = value
-    rec.headers = headers
+    cdef Record rec = <Record>ks_record_alloc()
+    Py_INCREF(offset)
+    rec._offset = <PyObject*>offset
+    Py_INCREF(timestamp)
+    rec._timestamp = <PyObject*>timestamp
+    Py_INCREF(ts_type)
+    rec._timestamp_type = <PyObject*>ts_type
+    _steal_slot(&rec._key, key)
+    _steal_slot(&rec._value, value)
+    Py_INCREF(headers)
+    rec._headers = <PyObject*>headers
+    return rec
+
+
+cdef inline Record _new_record_at(object offset, object timestamp, object ts_type,
+                                  const uint8_t* data, Py_ssize_t key_pos, int32_t key_len,
+                                  Py_ssize_t value_pos, int32_t value_len, object headers):
+    """A record whose key and value are ``data``'s bytes at the given positions
+    (a negative length: None), rewriting the freelist's kept bytes objects where
+    their lengths match."""
+    cdef Record rec = <Record>ks_record_alloc()
+    Py_INCREF(offset)
+    rec._offset = <PyObject*>offset
+    Py_INCREF(timestamp)
+    rec._timestamp = <PyObject*>timestamp
+    Py_INCREF(ts_type)
+    rec._timestamp_type = <PyObject*>ts_type
+    Py_INCREF(headers)
+    rec._headers = <PyObject*>headers
+    ks_record_set_bytes(rec, 3, <const char*>data + key_pos, key_len)
+    ks_record_set_bytes(rec, 4, <const char*>data + value_pos, value_len)
     return rec
 
 

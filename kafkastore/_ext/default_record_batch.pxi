@@ -226,10 +226,14 @@ cdef class _RecordIterator:
     cdef int32_t _remaining
     cdef int64_t _base_offset
     cdef int64_t _base_ts
-    cdef int64_t _max_ts
     cdef bint _log_append
     cdef object _ts_type
     cdef Py_ssize_t _where
+    # the last timestamp handed out and its int object: records of a batch mostly
+    # share a timestamp (a producer's batch fills within a millisecond or so), and
+    # ints are immutable, so consecutive equal timestamps share one object
+    cdef int64_t _ts_value
+    cdef object _ts_obj
 
     @staticmethod
     cdef _RecordIterator _new(RecordBatch batch, object data):
@@ -241,10 +245,11 @@ cdef class _RecordIterator:
         it._remaining = batch.record_count
         it._base_offset = batch.base_offset
         it._base_ts = batch.first_timestamp
-        it._max_ts = batch.max_timestamp
         it._log_append = (batch.attributes & TIMESTAMP_TYPE_MASK) != 0
         it._ts_type = _TS_TYPES[it._log_append]
         it._where = batch.position
+        it._ts_value = batch.max_timestamp
+        it._ts_obj = batch.max_timestamp
         return it
 
     def __iter__(self):
@@ -270,10 +275,13 @@ cdef class _RecordIterator:
         parse_record(self._ptr, self._pos, self._end, &span, self._where)
         self._pos = span.next_pos
         self._remaining = remaining - 1
-        ts = self._max_ts if self._log_append else add64(self._base_ts, span.ts_delta)
-        return _new_record(
-            add64(self._base_offset, span.offset_delta), ts, self._ts_type,
-            _bytes_or_none(self._ptr, span.key_pos, span.key_len),
-            _bytes_or_none(self._ptr, span.value_pos, span.value_len),
+        if not self._log_append:
+            ts = add64(self._base_ts, span.ts_delta)
+            if ts != self._ts_value:
+                self._ts_obj = ts
+                self._ts_value = ts
+        return _new_record_at(
+            add64(self._base_offset, span.offset_delta), self._ts_obj, self._ts_type,
+            self._ptr, span.key_pos, span.key_len, span.value_pos, span.value_len,
             _decode_headers(self._ptr, span.headers_pos, span.header_count)
             if span.header_count else _EMPTY)

@@ -4,17 +4,20 @@
 # readers in reader.pxd. The Python API is in record_batch.pyi; the formats are
 # documented in kafkastore/_pure/record_batch.py.
 cimport cython
+from cpython.object cimport PyObject
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
 
 @cython.final
 cdef class Record:
-    cdef readonly object offset
-    cdef readonly object timestamp
-    cdef readonly object timestamp_type
-    cdef readonly object key
-    cdef readonly object value
-    cdef readonly object headers
+    # owned references, NULL until set; Python reads them as offset, timestamp,
+    # timestamp_type, key, value, headers (default_record.pxi says why raw slots)
+    cdef PyObject* _offset
+    cdef PyObject* _timestamp
+    cdef PyObject* _timestamp_type
+    cdef PyObject* _key
+    cdef PyObject* _value
+    cdef PyObject* _headers
 
     cdef tuple _fields(self)
 

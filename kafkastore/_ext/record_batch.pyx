@@ -40,6 +40,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
                           uint64_t)
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 

@@ -449,22 +449,24 @@ cdef class _Columns:
         return 0
 
     cdef int add_record(self, Record rec) except -1:
+        # rec comes from a batch's iteration: every slot is set
         cdef Py_ssize_t i = self.n
         cdef const uint8_t[::1] b
-        self._offset[i] = rec.offset
-        self._timestamp[i] = rec.timestamp
-        self._ts_type[i] = int(rec.timestamp_type)
-        self._hcount[i] = len(rec.headers)
-        if rec.key is not None:
-            b = rec.key
+        cdef object key = <object>rec._key, value = <object>rec._value
+        self._offset[i] = <object>rec._offset
+        self._timestamp[i] = <object>rec._timestamp
+        self._ts_type[i] = int(<object>rec._timestamp_type)
+        self._hcount[i] = len(<object>rec._headers)
+        if key is not None:
+            b = key
             if b.shape[0]:
                 memcpy(&self._key_data[self.key_used], &b[0], b.shape[0])
             self.key_used += b.shape[0]
             self._key_null[i] = 0
         else:
             self._key_null[i] = 1
-        if rec.value is not None:
-            b = rec.value
+        if value is not None:
+            b = value
             if b.shape[0]:
                 memcpy(&self._value_data[self.value_used], &b[0], b.shape[0])
             self.value_used += b.shape[0]
@@ -473,7 +475,7 @@ cdef class _Columns:
             self._value_null[i] = 1
         if self.with_headers:
             # only legacy messages come this way, and they have no headers
-            if rec.headers:
+            if <object>rec._headers:
                 raise RuntimeError("decode_columns: a legacy record with headers")
             self._hoff[i + 1] = self.hused
         self.n = i + 1
