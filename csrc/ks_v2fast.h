@@ -76,8 +76,10 @@ typedef struct {
     ptrdiff_t row;             /* next row to write */
     /* the view layout (ks_v2_fast_views): no copy, each key and value is a
        (start, length) pair into the data buffer the records lie in */
-    int64_t *key_starts;       /* row i sets entry i */
+    int64_t *key_starts;       /* row i sets entry i (ks_v2_fast_views) */
     int64_t *value_starts;
+    int32_t *key_starts32;     /* the same, for a data buffer below 2 GiB */
+    int32_t *value_starts32;   /* (ks_v2_fast_views32): half the bytes written */
     int32_t *key_lengths;      /* 0 for a null */
     int32_t *value_lengths;
     ptrdiff_t base;            /* position of data[0] in that buffer */
@@ -158,8 +160,9 @@ static inline void ks_v2_copy(unsigned char *d, const unsigned char *dlim,
 #  define KS_ALWAYS_INLINE static inline
 #endif
 
-/* The one loop of both layouts; ``views`` is a constant in each caller below,
-   so the compiler makes two loops without the test. */
+/* The one loop of every layout; ``views`` (0: copy, 1: int64 starts, 2: int32
+   starts) is a constant in each caller below, so the compiler makes one loop
+   per layout without the test. */
 KS_ALWAYS_INLINE ptrdiff_t ks_v2_records(const unsigned char *data, ptrdiff_t *pos,
                                          ptrdiff_t end, ptrdiff_t max_records,
                                          ks_v2batch *b, ks_cols *c, const int views)
@@ -188,6 +191,8 @@ KS_ALWAYS_INLINE ptrdiff_t ks_v2_records(const unsigned char *data, ptrdiff_t *p
     ptrdiff_t row = c->row, k, o;
     int64_t *const key_starts = c->key_starts;
     int64_t *const value_starts = c->value_starts;
+    int32_t *const key_starts32 = c->key_starts32;
+    int32_t *const value_starts32 = c->value_starts32;
     int32_t *const key_lengths = c->key_lengths;
     int32_t *const value_lengths = c->value_lengths;
     const int64_t base = (int64_t)c->base;
@@ -269,10 +274,16 @@ KS_ALWAYS_INLINE ptrdiff_t ks_v2_records(const unsigned char *data, ptrdiff_t *p
         header_count[row] = count;
         if (views) {
             /* positions only: the bytes stay where they are (a null: length 0) */
-            key_starts[row] = base + (key - data);
+            if (views == 2)
+                key_starts32[row] = (int32_t)(base + (key - data));
+            else
+                key_starts[row] = base + (key - data);
             key_lengths[row] = key_len >= 0 ? key_len : 0;
             key_null[row] = key_len < 0;
-            value_starts[row] = base + (value - data);
+            if (views == 2)
+                value_starts32[row] = (int32_t)(base + (value - data));
+            else
+                value_starts[row] = base + (value - data);
             value_lengths[row] = value_len >= 0 ? value_len : 0;
             value_null[row] = value_len < 0;
             row++;
@@ -324,6 +335,15 @@ static ptrdiff_t ks_v2_fast_views(const unsigned char *data, ptrdiff_t *pos, ptr
                                   ptrdiff_t max_records, ks_v2batch *b, ks_cols *c)
 {
     return ks_v2_records(data, pos, end, max_records, b, c, 1);
+}
+
+/* ks_v2_fast_views with int32 starts (key_starts32 / value_starts32): the caller
+   guarantees every position fits (a data buffer below 2 GiB). */
+static ptrdiff_t ks_v2_fast_views32(const unsigned char *data, ptrdiff_t *pos,
+                                    ptrdiff_t end, ptrdiff_t max_records, ks_v2batch *b,
+                                    ks_cols *c)
+{
+    return ks_v2_records(data, pos, end, max_records, b, c, 2);
 }
 
 #endif /* KS_V2FAST_H */

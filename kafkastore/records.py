@@ -223,7 +223,8 @@ class RecordColumns:
     The view layout (``copy=False``): nothing is copied, each key and value
     stays where the record holds it.
 
-    * ``key_starts``, ``value_starts``: int64, ``n``, and ``key_lengths``,
+    * ``key_starts``, ``value_starts``: ``n`` positions, int32 when ``key_data``
+      is below 2 GiB (half the bytes to write), else int64; ``key_lengths``,
       ``value_lengths``: int32, ``n``: record ``i``'s key is
       ``key_data[key_starts[i]:key_starts[i] + key_lengths[i]]`` (length 0
       for a null). ``key_offsets`` and ``value_offsets`` are None.

@@ -31,7 +31,8 @@ def decode_columns(buffer, start=0, end=None, *, bint validate=True,
 
     With ``copy=False`` (the view layout) keys and values are not copied:
     ``key_offsets``/``value_offsets`` are left out and ``key_starts``/
-    ``value_starts`` (int64, n) and ``key_lengths``/``value_lengths``
+    ``value_starts`` (n; int32 when the data array is below 2 GiB, else
+    int64) and ``key_lengths``/``value_lengths``
     (int32, n; 0 for a null) locate each one in ``key_data``/``value_data``,
     which are both the same uint8 array: a view of ``buffer`` itself when
     every entry is an uncompressed v2 batch, else one buffer holding the
@@ -186,7 +187,9 @@ cdef class _Columns:
     # the source itself (from_source) or an arena the records sections are joined in
     cdef bint views, from_source
     cdef object key_starts, value_starts, key_lengths, value_lengths, view_data
-    cdef int64_t[::1] _key_starts, _value_starts
+    cdef bint narrow                  # the data array is below 2 GiB: int32 starts
+    cdef void* _key_starts            # int32_t* if narrow, else int64_t*
+    cdef void* _value_starts
     cdef int32_t[::1] _key_lengths, _value_lengths
     cdef uint8_t* _arena
     cdef Py_ssize_t arena_used
@@ -228,12 +231,19 @@ cdef class _Columns:
         self._value_null = self.value_null.view(np.uint8)
         self.views = views
         if views:
-            self.key_starts = _column(n, np.int64, 8, "key_starts", blocks)
-            self.value_starts = _column(n, np.int64, 8, "value_starts", blocks)
+            # int32 positions where they fit: 8 bytes fewer written per record
+            self.narrow = (len(source) if source is not None else data_cap) < (1 << 31)
+            if self.narrow:
+                self.key_starts = _column(n, np.int32, 4, "key_starts", blocks)
+                self.value_starts = _column(n, np.int32, 4, "value_starts", blocks)
+            else:
+                self.key_starts = _column(n, np.int64, 8, "key_starts", blocks)
+                self.value_starts = _column(n, np.int64, 8, "value_starts", blocks)
             self.key_lengths = _column(n, np.int32, 4, "key_lengths", blocks)
             self.value_lengths = _column(n, np.int32, 4, "value_lengths", blocks)
-            self._key_starts = self.key_starts
-            self._value_starts = self.value_starts
+            if n:
+                self._key_starts = <void*>_u8_ptr(self.key_starts)
+                self._value_starts = <void*>_u8_ptr(self.value_starts)
             self._key_lengths = self.key_lengths
             self._value_lengths = self.value_lengths
             self.from_source = source is not None
@@ -415,8 +425,12 @@ cdef class _Columns:
         c.key_null = &self._key_null[0]
         c.value_null = &self._value_null[0]
         if self.views:
-            c.key_starts = &self._key_starts[0]
-            c.value_starts = &self._value_starts[0]
+            if self.narrow:
+                c.key_starts32 = <int32_t*>self._key_starts
+                c.value_starts32 = <int32_t*>self._value_starts
+            else:
+                c.key_starts = <int64_t*>self._key_starts
+                c.value_starts = <int64_t*>self._value_starts
             c.key_lengths = &self._key_lengths[0]
             c.value_lengths = &self._value_lengths[0]
             if self.from_source:
@@ -457,7 +471,9 @@ cdef class _Columns:
                 # not take, which the checked parser below handles or rejects
                 run_pos = pos
                 run_row = c.row
-                if self.views:
+                if self.views and self.narrow:
+                    taken = ks_v2_fast_views32(ptr, &pos, end, remaining, &b, &c)
+                elif self.views:
                     taken = ks_v2_fast_views(ptr, &pos, end, remaining, &b, &c)
                 else:
                     taken = ks_v2_fast_records(ptr, &pos, end, remaining, &b, &c)
@@ -481,10 +497,10 @@ cdef class _Columns:
                 # the key and value lie inside this batch's records, which pass 1
                 # counted into the data capacity, so the copies stay in bounds
                 if self.views:
-                    c.key_starts[i] = c.base + span.key_pos
+                    self._put_start(self._key_starts, i, c.base + span.key_pos)
                     c.key_lengths[i] = span.key_len if span.key_len >= 0 else 0
                     c.key_null[i] = span.key_len < 0
-                    c.value_starts[i] = c.base + span.value_pos
+                    self._put_start(self._value_starts, i, c.base + span.value_pos)
                     c.value_lengths[i] = span.value_len if span.value_len >= 0 else 0
                     c.value_null[i] = span.value_len < 0
                 elif span.key_len >= 0:
@@ -561,12 +577,18 @@ cdef class _Columns:
             self._value_offsets[i + 1] = self.value_used
         return 0
 
-    cdef int _view_of(self, object part, Py_ssize_t i, int64_t[::1] starts,
+    cdef inline void _put_start(self, void* starts, Py_ssize_t i, Py_ssize_t pos) noexcept:
+        if self.narrow:
+            (<int32_t*>starts)[i] = <int32_t>pos
+        else:
+            (<int64_t*>starts)[i] = pos
+
+    cdef int _view_of(self, object part, Py_ssize_t i, void* starts,
                       int32_t[::1] lengths, uint8_t[::1] null) except -1:
         """A legacy key or value into the arena, as row ``i``'s view."""
         cdef const uint8_t[::1] b
         cdef Py_ssize_t size = 0
-        starts[i] = self.arena_used
+        self._put_start(starts, i, self.arena_used)
         if part is None:
             lengths[i] = 0
             null[i] = 1

@@ -53,7 +53,8 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
 
     With ``copy=False`` (the view layout) keys and values are not copied:
     ``key_offsets``/``value_offsets`` are left out and ``key_starts``/
-    ``value_starts`` (int64, n) and ``key_lengths``/``value_lengths``
+    ``value_starts`` (n; int32 when the data array is below 2 GiB, else
+    int64) and ``key_lengths``/``value_lengths``
     (int32, n; 0 for a null) locate each one in ``key_data``/``value_data``,
     which are both the same uint8 array: a view of ``buffer`` itself when
     every entry is an uncompressed v2 batch, else one buffer holding the
@@ -151,7 +152,8 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
                      else np.frombuffer(b"".join(arena), dtype=np.uint8).copy())
         for name, items in binary:
             starts, lengths = spans[name]
-            out[name + "_starts"] = np.array(starts, dtype=np.int64)
+            out[name + "_starts"] = np.array(
+                starts, dtype=np.int32 if len(view_data) < 1 << 31 else np.int64)
             out[name + "_lengths"] = np.array(lengths, dtype=np.int32)
             out[name + "_data"] = view_data
             out[name + "_null"] = np.array([b is None for b in items], dtype=bool)
