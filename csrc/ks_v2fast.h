@@ -74,6 +74,15 @@ typedef struct {
     ptrdiff_t key_used;        /* bytes written so far */
     ptrdiff_t value_used;
     ptrdiff_t row;             /* next row to write */
+    /* the view layout (ks_v2_fast_views): no copy, each key and value is a
+       (start, length) pair into the data buffer the records lie in */
+    int64_t *key_starts;       /* row i sets entry i (ks_v2_fast_views) */
+    int64_t *value_starts;
+    int32_t *key_starts32;     /* the same, for a data buffer below 2 GiB */
+    int32_t *value_starts32;   /* (ks_v2_fast_views32): half the bytes written */
+    int32_t *key_lengths;      /* 0 for a null */
+    int32_t *value_lengths;
+    ptrdiff_t base;            /* position of data[0] in that buffer */
 } ks_cols;
 
 /* The batch whose records are being decoded, and the next one to prefetch. */
@@ -145,12 +154,18 @@ static inline void ks_v2_copy(unsigned char *d, const unsigned char *dlim,
     }
 }
 
-/* Decode up to max_records ordinary records from data[*pos:end) into c.
-   Returns how many; *pos and c advance past them (see the top of the file).
-   The caller guarantees room for max_records rows, and for the keys and
-   values, which are bytes of data[0:end), in key_data / value_data. */
-static ptrdiff_t ks_v2_fast_records(const unsigned char *data, ptrdiff_t *pos, ptrdiff_t end,
-                                    ptrdiff_t max_records, ks_v2batch *b, ks_cols *c)
+#if defined(__GNUC__) || defined(__clang__)
+#  define KS_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#  define KS_ALWAYS_INLINE static inline
+#endif
+
+/* The one loop of every layout; ``views`` (0: copy, 1: int64 starts, 2: int32
+   starts) is a constant in each caller below, so the compiler makes one loop
+   per layout without the test. */
+KS_ALWAYS_INLINE ptrdiff_t ks_v2_records(const unsigned char *data, ptrdiff_t *pos,
+                                         ptrdiff_t end, ptrdiff_t max_records,
+                                         ks_v2batch *b, ks_cols *c, const int views)
 {
     const unsigned char *p = data + *pos;
     const unsigned char *const lim = data + end;
@@ -174,6 +189,13 @@ static ptrdiff_t ks_v2_fast_records(const unsigned char *data, ptrdiff_t *pos, p
     ptrdiff_t ahead_pos = b->ahead_pos;
     ptrdiff_t key_used = c->key_used, value_used = c->value_used;
     ptrdiff_t row = c->row, k, o;
+    int64_t *const key_starts = c->key_starts;
+    int64_t *const value_starts = c->value_starts;
+    int32_t *const key_starts32 = c->key_starts32;
+    int32_t *const value_starts32 = c->value_starts32;
+    int32_t *const key_lengths = c->key_lengths;
+    int32_t *const value_lengths = c->value_lengths;
+    const int64_t base = (int64_t)c->base;
 
     for (k = 0; k < max_records; k++) {
         const unsigned char *r = p, *rend, *key, *value;
@@ -250,6 +272,24 @@ static ptrdiff_t ks_v2_fast_records(const unsigned char *data, ptrdiff_t *pos, p
         offset[row] = (int64_t)(base_offset + (uint64_t)(int64_t)offset_delta);
         timestamp[row] = log_append ? max_ts : (int64_t)(base_ts + (uint64_t)ts_delta);
         header_count[row] = count;
+        if (views) {
+            /* positions only: the bytes stay where they are (a null: length 0) */
+            if (views == 2)
+                key_starts32[row] = (int32_t)(base + (key - data));
+            else
+                key_starts[row] = base + (key - data);
+            key_lengths[row] = key_len >= 0 ? key_len : 0;
+            key_null[row] = key_len < 0;
+            if (views == 2)
+                value_starts32[row] = (int32_t)(base + (value - data));
+            else
+                value_starts[row] = base + (value - data);
+            value_lengths[row] = value_len >= 0 ? value_len : 0;
+            value_null[row] = value_len < 0;
+            row++;
+            p = rend;
+            continue;
+        }
         if (key_len >= 0) {
             ks_v2_copy(key_data + key_used, key_lim, key, lim, key_len);
             key_used += key_len;
@@ -275,6 +315,35 @@ static ptrdiff_t ks_v2_fast_records(const unsigned char *data, ptrdiff_t *pos, p
     c->value_used = value_used;
     c->row = row;
     return k;
+}
+
+/* Decode up to max_records ordinary records from data[*pos:end) into c,
+   copying keys and values into key_data / value_data.
+   Returns how many; *pos and c advance past them (see the top of the file).
+   The caller guarantees room for max_records rows, and for the keys and
+   values, which are bytes of data[0:end), in key_data / value_data. */
+static ptrdiff_t ks_v2_fast_records(const unsigned char *data, ptrdiff_t *pos, ptrdiff_t end,
+                                    ptrdiff_t max_records, ks_v2batch *b, ks_cols *c)
+{
+    return ks_v2_records(data, pos, end, max_records, b, c, 0);
+}
+
+/* The same, in the view layout: each key and value becomes its position
+   (c->base + its index in data) and length, nothing is copied; key_data,
+   value_data, key_offsets and value_offsets are not touched. */
+static ptrdiff_t ks_v2_fast_views(const unsigned char *data, ptrdiff_t *pos, ptrdiff_t end,
+                                  ptrdiff_t max_records, ks_v2batch *b, ks_cols *c)
+{
+    return ks_v2_records(data, pos, end, max_records, b, c, 1);
+}
+
+/* ks_v2_fast_views with int32 starts (key_starts32 / value_starts32): the caller
+   guarantees every position fits (a data buffer below 2 GiB). */
+static ptrdiff_t ks_v2_fast_views32(const unsigned char *data, ptrdiff_t *pos,
+                                    ptrdiff_t end, ptrdiff_t max_records, ks_v2batch *b,
+                                    ks_cols *c)
+{
+    return ks_v2_records(data, pos, end, max_records, b, c, 2);
 }
 
 #endif /* KS_V2FAST_H */

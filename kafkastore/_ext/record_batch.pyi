@@ -185,6 +185,7 @@ def decode_columns(
     include_control: bool = False,
     max_decompressed_bytes: int = ...,
     headers: bool = False,
+    copy: bool = True,
 ) -> dict[str, np.ndarray]: ...
 def encode_batch_v2(
     records: Iterable[Any],

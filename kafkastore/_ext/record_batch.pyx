@@ -100,6 +100,13 @@ cdef extern from "ks_v2fast.h" nogil:
         Py_ssize_t key_used
         Py_ssize_t value_used
         Py_ssize_t row
+        int64_t* key_starts
+        int64_t* value_starts
+        int32_t* key_starts32
+        int32_t* value_starts32
+        int32_t* key_lengths
+        int32_t* value_lengths
+        Py_ssize_t base
     ctypedef struct ks_v2batch:
         int64_t base_offset
         int64_t base_timestamp
@@ -110,6 +117,10 @@ cdef extern from "ks_v2fast.h" nogil:
         Py_ssize_t ahead_pos
         Py_ssize_t ahead_step
     Py_ssize_t ks_v2_fast_records(const uint8_t* data, Py_ssize_t* pos, Py_ssize_t end,
+                                  Py_ssize_t max_records, ks_v2batch* b, ks_cols* c)
+    Py_ssize_t ks_v2_fast_views(const uint8_t* data, Py_ssize_t* pos, Py_ssize_t end,
+                                Py_ssize_t max_records, ks_v2batch* b, ks_cols* c)
+    Py_ssize_t ks_v2_fast_views32(const uint8_t* data, Py_ssize_t* pos, Py_ssize_t end,
                                   Py_ssize_t max_records, ks_v2batch* b, ks_cols* c)
     void ks_v2_copy(uint8_t* d, const uint8_t* dlim, const uint8_t* s, const uint8_t* slim,
                     Py_ssize_t n)

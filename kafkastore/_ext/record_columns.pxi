@@ -9,7 +9,7 @@
 def decode_columns(buffer, start=0, end=None, *, bint validate=True,
                    bint include_control=False,
                    max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
-                   bint headers=False):
+                   bint headers=False, bint copy=True):
     """Decode every record of ``buffer[start:end]`` into numpy columns.
 
     Returns a dict: ``offset``, ``timestamp`` (int64), ``timestamp_type``
@@ -28,6 +28,15 @@ def decode_columns(buffer, start=0, end=None, *, bint validate=True,
     messages first, then each uncompressed batch's CRC and records. When a
     buffer holds several bad entries, the error raised is therefore the
     first one in that order, not necessarily the first in the buffer.
+
+    With ``copy=False`` (the view layout) keys and values are not copied:
+    ``key_offsets``/``value_offsets`` are left out and ``key_starts``/
+    ``value_starts`` (n; int32 when the data array is below 2 GiB, else
+    int64) and ``key_lengths``/``value_lengths``
+    (int32, n; 0 for a null) locate each one in ``key_data``/``value_data``,
+    which are both the same uint8 array: a view of ``buffer`` itself when
+    every entry is an uncompressed v2 batch, else one buffer holding the
+    records sections (inflated where compressed) and legacy keys and values.
     """
     # Pass 1 walks the headers, checks and inflates compressed payloads and
     # reads legacy messages, so that pass 2 writes into arrays allocated once.
@@ -73,7 +82,14 @@ def decode_columns(buffer, start=0, end=None, *, bint validate=True,
         parts.append((batch, data))
         n += batch.record_count
         data_cap += records_len
-    cols = _Columns(n, data_cap, headers)
+    cdef bint from_source = not copy
+    if not copy:
+        for part in parts:
+            if part[0] is None or part[1] is not None:
+                from_source = False
+                break
+    cols = _Columns(n, data_cap, headers, not copy,
+                    np.frombuffer(buffer, dtype=np.uint8) if from_source else None)
     nparts = len(parts)
     for k in range(nparts):
         owner, data = parts[k]
@@ -167,6 +183,16 @@ cdef class _Columns:
     cdef uint8_t[::1] _key_data, _value_data, _key_null, _value_null
     cdef Py_ssize_t n, cap, key_used, value_used
     cdef list _blocks                 # pooled blocks behind the arrays, in creation order
+    # the view layout (copy=False): positions and lengths into one data array,
+    # the source itself (from_source) or an arena the records sections are joined in
+    cdef bint views, from_source
+    cdef object key_starts, value_starts, key_lengths, value_lengths, view_data
+    cdef bint narrow                  # the data array is below 2 GiB: int32 starts
+    cdef void* _key_starts            # int32_t* if narrow, else int64_t*
+    cdef void* _value_starts
+    cdef int32_t[::1] _key_lengths, _value_lengths
+    cdef uint8_t* _arena
+    cdef Py_ssize_t arena_used
     # the header contents, with headers=True only. Header keys and values are
     # bytes of the records, so their buffers are sized as key_data is. Header
     # entries (h of them) are not counted in pass 1: their arrays start small
@@ -186,7 +212,8 @@ cdef class _Columns:
     cdef Py_ssize_t hdata_cap         # bytes behind header_key_data / header_value_data
     cdef Py_ssize_t hused, hkey_used, hval_used
 
-    def __cinit__(self, Py_ssize_t n, Py_ssize_t data_cap, bint headers=False):
+    def __cinit__(self, Py_ssize_t n, Py_ssize_t data_cap, bint headers=False,
+                  bint views=False, object source=None):
         cdef list blocks = []
         self._blocks = blocks
         self.cap = n
@@ -194,26 +221,52 @@ cdef class _Columns:
         self.timestamp = _column(n, np.int64, 8, "timestamp", blocks)
         self.timestamp_type = _column(n, np.int8, 1, "timestamp_type", blocks)
         self.header_count = _column(n, np.int32, 4, "header_count", blocks)
-        self.key_offsets = _column(n + 1, np.int64, 8, "key_offsets", blocks)
-        self.value_offsets = _column(n + 1, np.int64, 8, "value_offsets", blocks)
         self.key_null = _column(n, np.bool_, 1, "key_null", blocks)
         self.value_null = _column(n, np.bool_, 1, "value_null", blocks)
-        # keys and values together never exceed the records bytes they come
-        # from; untouched pages of these buffers are never committed
-        self.key_data = _column(max(data_cap, 1), np.uint8, 1, "key_data", blocks)
-        self.value_data = _column(max(data_cap, 1), np.uint8, 1, "value_data", blocks)
         self._offset = self.offset
         self._timestamp = self.timestamp
         self._ts_type = self.timestamp_type
         self._hcount = self.header_count
-        self._key_offsets = self.key_offsets
-        self._value_offsets = self.value_offsets
         self._key_null = self.key_null.view(np.uint8)
         self._value_null = self.value_null.view(np.uint8)
-        self._key_data = self.key_data
-        self._value_data = self.value_data
-        self._key_offsets[0] = 0
-        self._value_offsets[0] = 0
+        self.views = views
+        if views:
+            # int32 positions where they fit: 8 bytes fewer written per record
+            self.narrow = (len(source) if source is not None else data_cap) < (1 << 31)
+            if self.narrow:
+                self.key_starts = _column(n, np.int32, 4, "key_starts", blocks)
+                self.value_starts = _column(n, np.int32, 4, "value_starts", blocks)
+            else:
+                self.key_starts = _column(n, np.int64, 8, "key_starts", blocks)
+                self.value_starts = _column(n, np.int64, 8, "value_starts", blocks)
+            self.key_lengths = _column(n, np.int32, 4, "key_lengths", blocks)
+            self.value_lengths = _column(n, np.int32, 4, "value_lengths", blocks)
+            if n:
+                self._key_starts = <void*>_u8_ptr(self.key_starts)
+                self._value_starts = <void*>_u8_ptr(self.value_starts)
+            self._key_lengths = self.key_lengths
+            self._value_lengths = self.value_lengths
+            self.from_source = source is not None
+            if self.from_source:
+                self.view_data = source
+            else:
+                # the records sections joined (inflated ones as inflated): at
+                # most the records bytes pass 1 counted
+                self.view_data = _column(max(data_cap, 1), np.uint8, 1, "view_data", blocks)
+                self._arena = _u8_ptr(self.view_data)
+        else:
+            self.key_offsets = _column(n + 1, np.int64, 8, "key_offsets", blocks)
+            self.value_offsets = _column(n + 1, np.int64, 8, "value_offsets", blocks)
+            # keys and values together never exceed the records bytes they come
+            # from; untouched pages of these buffers are never committed
+            self.key_data = _column(max(data_cap, 1), np.uint8, 1, "key_data", blocks)
+            self.value_data = _column(max(data_cap, 1), np.uint8, 1, "value_data", blocks)
+            self._key_offsets = self.key_offsets
+            self._value_offsets = self.value_offsets
+            self._key_data = self.key_data
+            self._value_data = self.value_data
+            self._key_offsets[0] = 0
+            self._value_offsets[0] = 0
         self.with_headers = headers
         if headers:
             self.header_offsets = _column(n + 1, np.int64, 8, "header_offsets", blocks)
@@ -365,17 +418,38 @@ cdef class _Columns:
             return 0
         # raw pointers, loaded once: the uint8 stores of the loop may alias
         # anything, so through the memoryviews every store would reload them
+        memset(&c, 0, sizeof(c))   # the layout not in use keeps NULL pointers
         c.offset = &self._offset[0]
         c.timestamp = &self._timestamp[0]
         c.header_count = &self._hcount[0]
         c.key_null = &self._key_null[0]
         c.value_null = &self._value_null[0]
-        c.key_offsets = &self._key_offsets[0]
-        c.value_offsets = &self._value_offsets[0]
-        c.key_data = &self._key_data[0]
-        c.value_data = &self._value_data[0]
-        c.key_cap = self._key_data.shape[0]
-        c.value_cap = self._value_data.shape[0]
+        if self.views:
+            if self.narrow:
+                c.key_starts32 = <int32_t*>self._key_starts
+                c.value_starts32 = <int32_t*>self._value_starts
+            else:
+                c.key_starts = <int64_t*>self._key_starts
+                c.value_starts = <int64_t*>self._value_starts
+            c.key_lengths = &self._key_lengths[0]
+            c.value_lengths = &self._value_lengths[0]
+            if self.from_source:
+                # the records section's place in the source (positions are the buffer's)
+                c.base = batch.position + RECORD_BATCH_OVERHEAD
+            else:
+                # pass 1 counted this section into the arena's size
+                if end > self.view_data.shape[0] - self.arena_used:
+                    raise RuntimeError("decode_columns: arena smaller than the records")
+                memcpy(self._arena + self.arena_used, ptr, end)
+                c.base = self.arena_used
+                self.arena_used += end
+        else:
+            c.key_offsets = &self._key_offsets[0]
+            c.value_offsets = &self._value_offsets[0]
+            c.key_data = &self._key_data[0]
+            c.value_data = &self._value_data[0]
+            c.key_cap = self._key_data.shape[0]
+            c.value_cap = self._value_data.shape[0]
         c.key_used = self.key_used
         c.value_used = self.value_used
         c.row = i
@@ -397,7 +471,12 @@ cdef class _Columns:
                 # not take, which the checked parser below handles or rejects
                 run_pos = pos
                 run_row = c.row
-                taken = ks_v2_fast_records(ptr, &pos, end, remaining, &b, &c)
+                if self.views and self.narrow:
+                    taken = ks_v2_fast_views32(ptr, &pos, end, remaining, &b, &c)
+                elif self.views:
+                    taken = ks_v2_fast_views(ptr, &pos, end, remaining, &b, &c)
+                else:
+                    taken = ks_v2_fast_records(ptr, &pos, end, remaining, &b, &c)
                 remaining -= <int32_t>taken
                 if self.with_headers and taken:
                     # the fast path only counts headers; copy them out of its run
@@ -417,13 +496,22 @@ cdef class _Columns:
                 c.header_count[i] = span.header_count
                 # the key and value lie inside this batch's records, which pass 1
                 # counted into the data capacity, so the copies stay in bounds
-                if span.key_len >= 0:
+                if self.views:
+                    self._put_start(self._key_starts, i, c.base + span.key_pos)
+                    c.key_lengths[i] = span.key_len if span.key_len >= 0 else 0
+                    c.key_null[i] = span.key_len < 0
+                    self._put_start(self._value_starts, i, c.base + span.value_pos)
+                    c.value_lengths[i] = span.value_len if span.value_len >= 0 else 0
+                    c.value_null[i] = span.value_len < 0
+                elif span.key_len >= 0:
                     memcpy(c.key_data + c.key_used, ptr + span.key_pos, span.key_len)
                     c.key_used += span.key_len
                     c.key_null[i] = 0
                 else:
                     c.key_null[i] = 1
-                if span.value_len >= 0:
+                if self.views:
+                    pass
+                elif span.value_len >= 0:
                     memcpy(c.value_data + c.value_used, ptr + span.value_pos, span.value_len)
                     c.value_used += span.value_len
                     c.value_null[i] = 0
@@ -436,8 +524,9 @@ cdef class _Columns:
                             "decode_columns: the header walk rejected a valid record")
                     self._hoff[i + 1] = self.hused
                 i += 1
-                c.key_offsets[i] = c.key_used
-                c.value_offsets[i] = c.value_used
+                if not self.views:
+                    c.key_offsets[i] = c.key_used
+                    c.value_offsets[i] = c.value_used
                 c.row = i
         finally:
             self.key_used = c.key_used
@@ -457,7 +546,11 @@ cdef class _Columns:
         self._timestamp[i] = <object>rec._timestamp
         self._ts_type[i] = int(<object>rec._timestamp_type)
         self._hcount[i] = len(<object>rec._headers)
-        if key is not None:
+        if self.views:
+            self._view_of(key, i, self._key_starts, self._key_lengths, self._key_null)
+            self._view_of(value, i, self._value_starts, self._value_lengths,
+                          self._value_null)
+        elif key is not None:
             b = key
             if b.shape[0]:
                 memcpy(&self._key_data[self.key_used], &b[0], b.shape[0])
@@ -465,7 +558,9 @@ cdef class _Columns:
             self._key_null[i] = 0
         else:
             self._key_null[i] = 1
-        if value is not None:
+        if self.views:
+            pass
+        elif value is not None:
             b = value
             if b.shape[0]:
                 memcpy(&self._value_data[self.value_used], &b[0], b.shape[0])
@@ -479,8 +574,37 @@ cdef class _Columns:
                 raise RuntimeError("decode_columns: a legacy record with headers")
             self._hoff[i + 1] = self.hused
         self.n = i + 1
-        self._key_offsets[i + 1] = self.key_used
-        self._value_offsets[i + 1] = self.value_used
+        if not self.views:
+            self._key_offsets[i + 1] = self.key_used
+            self._value_offsets[i + 1] = self.value_used
+        return 0
+
+    cdef inline void _put_start(self, void* starts, Py_ssize_t i, Py_ssize_t pos) noexcept:
+        if self.narrow:
+            (<int32_t*>starts)[i] = <int32_t>pos
+        else:
+            (<int64_t*>starts)[i] = pos
+
+    cdef int _view_of(self, object part, Py_ssize_t i, void* starts,
+                      int32_t[::1] lengths, uint8_t[::1] null) except -1:
+        """A legacy key or value into the arena, as row ``i``'s view."""
+        cdef const uint8_t[::1] b
+        cdef Py_ssize_t size = 0
+        self._put_start(starts, i, self.arena_used)
+        if part is None:
+            lengths[i] = 0
+            null[i] = 1
+            return 0
+        b = part
+        size = b.shape[0]
+        # pass 1 counted every legacy key and value into the arena's size
+        if size > self.view_data.shape[0] - self.arena_used:
+            raise RuntimeError("decode_columns: arena smaller than the records")
+        if size:
+            memcpy(self._arena + self.arena_used, &b[0], size)
+        self.arena_used += size
+        lengths[i] = <int32_t>size
+        null[i] = 0
         return 0
 
     cdef dict finish(self):
@@ -488,7 +612,9 @@ cdef class _Columns:
         cdef Py_ssize_t written
         for block in self._blocks:
             # record how much of each block now holds committed pages
-            if block.role == "key_data":
+            if block.role == "view_data":
+                written = self.arena_used
+            elif block.role == "key_data":
                 written = self.key_used
             elif block.role == "value_data":
                 written = self.value_used
@@ -511,14 +637,19 @@ cdef class _Columns:
             "offset": self.offset,
             "timestamp": self.timestamp,
             "timestamp_type": self.timestamp_type,
-            "key_offsets": self.key_offsets,
-            "key_data": self.key_data[:self.key_used],
             "key_null": self.key_null,
-            "value_offsets": self.value_offsets,
-            "value_data": self.value_data[:self.value_used],
             "value_null": self.value_null,
             "header_count": self.header_count,
         }
+        if self.views:
+            data = self.view_data if self.from_source else self.view_data[:self.arena_used]
+            out.update(key_starts=self.key_starts, key_lengths=self.key_lengths,
+                       value_starts=self.value_starts, value_lengths=self.value_lengths,
+                       key_data=data, value_data=data)
+        else:
+            out.update(key_offsets=self.key_offsets, key_data=self.key_data[:self.key_used],
+                       value_offsets=self.value_offsets,
+                       value_data=self.value_data[:self.value_used])
         if self.with_headers:
             out["header_offsets"] = self.header_offsets
             out["header_key_offsets"] = self.header_key_offsets[:self.hused + 1]

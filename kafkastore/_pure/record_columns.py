@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from kafkastore._pure.batch_scan import iter_batches
+from kafkastore._pure.default_record import parse_record
 from kafkastore._pure.reader import (
     CODEC_MASK,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -30,7 +31,7 @@ __all__ = ["decode_columns"]
 def decode_columns(buffer, start: int = 0, end: int | None = None, *,
                    validate: bool = True, include_control: bool = False,
                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-                   headers: bool = False) -> dict:
+                   headers: bool = False, copy: bool = True) -> dict:
     """Decode every record of ``buffer[start:end]`` into numpy columns.
 
     Returns a dict: ``offset``, ``timestamp`` (int64), ``timestamp_type``
@@ -49,6 +50,15 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
     messages first, then each uncompressed batch's CRC and records. When a
     buffer holds several bad entries, the error raised is therefore the
     first one in that order, not necessarily the first in the buffer.
+
+    With ``copy=False`` (the view layout) keys and values are not copied:
+    ``key_offsets``/``value_offsets`` are left out and ``key_starts``/
+    ``value_starts`` (n; int32 when the data array is below 2 GiB, else
+    int64) and ``key_lengths``/``value_lengths``
+    (int32, n; 0 for a null) locate each one in ``key_data``/``value_data``,
+    which are both the same uint8 array: a view of ``buffer`` itself when
+    every entry is an uncompressed v2 batch, else one buffer holding the
+    records sections (inflated where compressed) and legacy keys and values.
     """
     # Same two passes, in the same order, as the compiled kernel (so both
     # raise the same error first): pass 1 checks headers, inflates compressed
@@ -86,15 +96,36 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
     offsets, timestamps, ts_types, header_counts = [], [], [], []
     keys, values = [], []
     header_offsets, header_keys, header_values = [0], [], []
+    from_source = all(batch is not None and data is None for batch, data in parts)
+    arena = [] if not copy and not from_source else None
+    arena_used = 0
+    # the view layout: (start, length) of each key and value in the data buffer
+    spans = {"key": ([], []), "value": ([], [])}
     for batch, data in parts:
         if batch is None:
             recs = data
+            if arena is not None:
+                for rec in recs:
+                    for name, part in (("key", rec.key), ("value", rec.value)):
+                        spans[name][0].append(arena_used)
+                        spans[name][1].append(0 if part is None else len(part))
+                        if part is not None:
+                            arena.append(part)
+                            arena_used += len(part)
         else:
             if data is None:
                 if validate:
                     batch.validate()
                 data = batch.payload()
-            recs = batch._records(data)
+            recs = list(batch._records(data))
+            if not copy:
+                if arena is None:   # the records section's place in the source
+                    base = batch.position + RECORD_BATCH_OVERHEAD
+                else:
+                    base = arena_used
+                    arena.append(bytes(data))
+                    arena_used += len(data)
+                _record_spans(data, len(recs), base, batch.position, spans)
         for rec in recs:
             offsets.append(rec.offset)
             timestamps.append(rec.timestamp)
@@ -116,6 +147,17 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
         "header_count": np.array(header_counts, dtype=np.int32),
     }
     binary = [("key", keys), ("value", values)]
+    if not copy:
+        view_data = (np.frombuffer(buffer, dtype=np.uint8) if from_source
+                     else np.frombuffer(b"".join(arena), dtype=np.uint8).copy())
+        for name, items in binary:
+            starts, lengths = spans[name]
+            out[name + "_starts"] = np.array(
+                starts, dtype=np.int32 if len(view_data) < 1 << 31 else np.int64)
+            out[name + "_lengths"] = np.array(lengths, dtype=np.int32)
+            out[name + "_data"] = view_data
+            out[name + "_null"] = np.array([b is None for b in items], dtype=bool)
+        binary = []
     if headers:
         out["header_offsets"] = np.array(header_offsets, dtype=np.int64)
         binary += [("header_key", header_keys), ("header_value", header_values)]
@@ -129,3 +171,18 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
         if name != "header_key":  # header keys are never null
             out[name + "_null"] = np.array([b is None for b in items], dtype=bool)
     return out
+
+
+def _record_spans(data, count: int, base: int, where: int, spans: dict) -> None:
+    """Append the (start, length) of the keys and values of the ``count`` records of
+    ``data`` (already parsed and checked) to ``spans``; a null has length 0."""
+    pos, end = 0, len(data)
+    key_starts, key_lengths = spans["key"]
+    value_starts, value_lengths = spans["value"]
+    for _ in range(count):
+        (_start, _body, _ts_end, pos, _ts, _od, key_pos, key_len, value_pos, value_len,
+         _count, _hstart) = parse_record(data, pos, end, where)
+        key_starts.append(base + key_pos)
+        key_lengths.append(max(key_len, 0))
+        value_starts.append(base + value_pos)
+        value_lengths.append(max(value_len, 0))

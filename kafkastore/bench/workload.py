@@ -168,7 +168,8 @@ class Impl:
     join); ``batches`` is the prebuilt :func:`batch_tuples` list, used only by
     ``kafkastore``. ``decode(blob)`` touches offset, timestamp, key and value of every
     record and returns the record count. ``scan(blob)`` walks the batch headers and checks
-    each CRC, returning the batch count. ``columns(blob)`` exists for kafkastore only.
+    each CRC, returning the batch count. ``columns(blob, copy=False)`` exists for
+    kafkastore only (``decode_columns`` in the view layout unless ``copy``).
     Missing operations are None.
     """
 
@@ -219,8 +220,10 @@ def _kafkastore(zip_inside: bool, validate: bool = True) -> Impl:
     def scan(blob):
         return len(scan_batches(blob, validate=True))
 
-    def columns(blob):
-        return decode_columns(blob, validate=validate)
+    def columns(blob, copy=False):
+        # the view layout by default: keys and values stay in the blob (copy=True: the
+        # copying layout, what decode_columns returns by default)
+        return decode_columns(blob, validate=validate, copy=copy)
 
     try:
         from importlib.metadata import version

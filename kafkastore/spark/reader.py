@@ -262,8 +262,13 @@ def _read_slice(storage, reader, sl: SegmentSlice, headers: bool, ts_min: int | 
                 for a, b in _runs(keep):
                     begin = int(scan.position[a])
                     end = int(scan.position[b - 1] + scan.size[b - 1])
+                    # the copying layout, not the views (copy=False): Spark takes
+                    # only ``binary`` (the data source compares the batch's schema
+                    # with it), whose values lie back to back, so one copy is needed
+                    # either way and this one writes them where Spark reads them;
+                    # views would also point into ``buf``, which the next chunk reuses
                     cols = _as_dict(decode_columns(data, begin, end, validate=False,
-                                                   **_HEADERS[headers]))
+                                                   copy=True, **_HEADERS[headers]))
                     offs = cols["offset"]
                     i0 = int(np.searchsorted(offs, sl.lo, side="left"))
                     i1 = int(np.searchsorted(offs, sl.hi, side="left"))
