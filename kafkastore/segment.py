@@ -66,10 +66,11 @@ NO_TIMESTAMP = -1
 
 #: What the read kernel (``entry_walk.read_segment`` / ``read_at``) needs besides the
 #: segment: the file type it serves (local files; a StorageRecords takes the general
-#: path), the plain file system (whose ``pread`` is ``os.pread`` itself), the slice
-#: type, and the bounds of its window (a read of ``_WINDOW`` to ``_PREFETCH_MAX`` bytes
-#: is fetched with the header, smaller ones with ``_WINDOW`` bytes).
-READ_PLAN = (FileRecords, _FileSystem, LogSlice, _WINDOW, _PREFETCH_MAX)
+#: path), the plain file system, the slice type, the bounds of its window (a read of
+#: ``_WINDOW`` to ``_PREFETCH_MAX`` bytes is fetched with the header, smaller ones with
+#: ``_WINDOW`` bytes), and ``os.pread``, which the plain file system's ``pread`` is (the
+#: kernels import nothing of the operating system themselves).
+READ_PLAN = (FileRecords, _FileSystem, LogSlice, _WINDOW, _PREFETCH_MAX, os.pread)
 
 
 class LogSegmentOffsetOverflowError(KafkaStoreError):

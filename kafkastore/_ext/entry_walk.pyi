@@ -20,9 +20,9 @@ def locate_read(
 ) -> tuple[int, int, bytes] | None: ...
 def read_at(
     segments: tuple[Any, ...], bases: tuple[int, ...], target_offset: int, max_size: int,
-    min_one_message: bool, fs: Any, plan: tuple[type, type, Callable[..., Any], int, int],
+    min_one_message: bool, fs: Any, plan: tuple[type, type, Callable[..., Any], int, int, Callable[..., bytes]],
 ) -> Any | None: ...
 def read_segment(
     segment: Any, target_offset: int, max_size: int, max_position: int | None,
-    min_one_message: bool, fs: Any, plan: tuple[type, type, Callable[..., Any], int, int],
+    min_one_message: bool, fs: Any, plan: tuple[type, type, Callable[..., Any], int, int, Callable[..., bytes]],
 ) -> Any | None: ...

@@ -15,7 +15,6 @@ choice, ``locate_read`` and the slice); they read the segment's, index's and fil
 hot-path fields as the pure twin documents, as Python attributes.
 """
 
-from os import pread as _os_pread
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, int32_t, int64_t, uint8_t
@@ -204,7 +203,7 @@ cdef object _read_segment(segment, int64_t target_offset, int64_t max_size,
     cdef int64_t min_window = plan[3], max_window = plan[4]
     cdef int64_t stop, window, position, header_size, adjusted, fetch
     cdef Py_ssize_t have
-    records_type, plain_fs, new_slice = plan[0], plan[1], plan[2]
+    records_type, plain_fs, new_slice, os_pread = plan[0], plan[1], plan[2], plan[5]
     log = segment.log
     if type(log) is not records_type or log._closed:
         return None
@@ -220,7 +219,7 @@ cdef object _read_segment(segment, int64_t target_offset, int64_t max_size,
         max_position = stop
     window = max_size if min_window <= max_size <= max_window else min_window
     data = _locate(view, entries, index._base_offset, target_offset,
-                   _os_pread if type(fs) is plain_fs else fs.pread, log._fd, stop, window,
+                   os_pread if type(fs) is plain_fs else fs.pread, log._fd, stop, window,
                    &position, &header_size)
     # (closed during the read: its bytes may come from a reused descriptor)
     if data is None or log._closed:

@@ -23,7 +23,6 @@ corrupt. Nothing past ``len(buffer)`` is read, whatever the bytes hold.
 from __future__ import annotations
 
 from bisect import bisect_right
-from os import pread as _os_pread
 
 from kafkastore._pure.reader import (
     ENTRY_PREFIX,
@@ -199,9 +198,10 @@ def read_segment(segment, target_offset: int, max_size: int, max_position,
     least that batch if ``min_one_message``), ending before ``max_position`` (None: the
     file's size), with the bytes :func:`locate_read`'s window already holds.
 
-    ``plan`` is ``(records_type, plain_fs, new_slice, min_window, max_window)``: the
-    segment's ``log`` must be exactly a ``records_type`` (a local file), reads go
-    through ``fs.pread`` (``os.pread`` itself when ``type(fs) is plain_fs``), and the
+    ``plan`` is ``(records_type, plain_fs, new_slice, min_window, max_window,
+    os_pread)``: the segment's ``log`` must be exactly a ``records_type`` (a local
+    file), reads go through ``fs.pread`` (``os_pread`` itself when ``type(fs) is
+    plain_fs``), and the
     window is ``max_size`` when it lies in ``[min_window, max_window]``, else
     ``min_window``.
 
@@ -219,7 +219,7 @@ def read_segment(segment, target_offset: int, max_size: int, max_position,
     reused descriptor), ``max_size`` < 0, or :func:`locate_read` returning None. The
     caller then takes the general path.
     """
-    records_type, plain_fs, new_slice, min_window, max_window = plan
+    records_type, plain_fs, new_slice, min_window, max_window, os_pread = plan
     if max_size < 0:
         return None
     log = segment.log
@@ -237,7 +237,7 @@ def read_segment(segment, target_offset: int, max_size: int, max_position,
         max_position = stop
     window = max_size if min_window <= max_size <= max_window else min_window
     found = locate_read(view, entries, index._base_offset, target_offset,
-                        _os_pread if type(fs) is plain_fs else fs.pread, log._fd, stop,
+                        os_pread if type(fs) is plain_fs else fs.pread, log._fd, stop,
                         window)
     if found is None or log._closed:
         return None
