@@ -30,6 +30,7 @@ import pytest
 from _logtools import Clock, open_log
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_cleaner import op  # the property test's operations (its "clean" is skipped here)
 from test_offset_map import both  # noqa: F401  (the (pure, compiled) fixture)
 
 from kafkastore.cleaner import Cleaner, CleanerConfig, clean
@@ -156,21 +157,6 @@ class _WholeTable:
 
     def __getattr__(self, name):
         return getattr(self._m, name)
-
-
-KEYS = [b"k%d" % i for i in range(8)]
-op = st.one_of(
-    st.tuples(st.just("data"), st.lists(st.tuples(st.sampled_from(KEYS + [None]),
-                                                    st.sampled_from([b"v", b"w", None])),
-                                          min_size=1, max_size=6),
-              st.sampled_from([None, "gzip", "lz4", "zstd"])),
-    st.tuples(st.just("txn"), st.integers(1, 3),
-              st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from([b"t", None])),
-                       min_size=1, max_size=3)),
-    st.tuples(st.just("end"), st.integers(1, 3), st.booleans()),
-    st.tuples(st.just("roll")),
-    st.tuples(st.just("tick"), st.integers(0, 3000)),
-)
 
 
 def _write(log, clock, ops) -> None:
