@@ -342,8 +342,15 @@ class Cleaner:
 
     def _build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         omap = self.offset_map
-        omap.clear()
         dirty = log.segments_between(start, end)
+        # The keys this pass can put are at most the offsets of its segments, all below
+        # the active segment's base: the map probes a table sized for them (grown if
+        # ever short), so a round touches the memory its keys need rather than all of
+        # log.cleaner.dedupe.buffer.size. What is kept, and when the map is "full"
+        # (Kafka's maxDesiredMapSize of the configured slots), do not change.
+        active_base = log.active_segment.base_offset
+        omap.clear(expected_entries=max(0, active_base - start)
+                   if all(seg.base_offset < active_base for seg in dirty) else None)
         tracker = _TxnTracker()
         # Kafka's buildOffsetMap: the cleaner's lookup, so an abort that ended before
         # `start` in its segment is tracked too (the walk may begin past its marker)

@@ -118,3 +118,37 @@ class CleanerClean:
         return naive_compact(self.dir, os.path.join(self.tmp, NAIVE_OUTPUT), codec).bytes_written
 
     track_bytes_written.unit = "bytes"
+
+
+class OffsetMapBuild:
+    """Pass 1's kernel alone: a fresh 128 MiB ``SkimpyOffsetMap`` and ``put_keys`` of every
+    batch of the workload (``N_RECORDS`` records, ``N_KEYS`` keys, 1,000 a batch), the map
+    probing its whole table or a prefix sized for the records (``clear(expected_entries)``,
+    what the cleaner does since issue 31). A fresh map's first touches are page faults:
+    the sized table takes fewer of them."""
+
+    params = (["whole table", "sized"],)
+    param_names = ["table"]
+    number = 1
+    repeat = (5, 20, 30.0)
+
+    def setup(self, table):
+        from kafkastore.records import encode_batch
+
+        keys, values = make_cleaner_workload(N_RECORDS, N_KEYS)
+        self.sections = []
+        for base in range(0, N_RECORDS, 1000):
+            batch = encode_batch([(k, v, 0) for k, v in zip(keys[base:base + 1000],
+                                                            values[base:base + 1000])],
+                                 base_offset=base, timestamp=0)
+            # the records section of an uncompressed v2 batch starts at byte 61
+            self.sections.append((memoryview(batch)[61:], min(1000, N_RECORDS - base), base))
+        self.expected = None if table == "whole table" else N_RECORDS
+
+    def time_put_keys(self, table):
+        from kafkastore.cleaner import SkimpyOffsetMap
+
+        m = SkimpyOffsetMap(DEDUPE_BUFFER_SIZE, bytes(16))
+        m.clear(expected_entries=self.expected)
+        for section, count, base in self.sections:
+            m.put_keys(section, count, base, 0, 1 << 40)

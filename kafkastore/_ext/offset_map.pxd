@@ -8,7 +8,9 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 cdef struct OMap:
     uint8_t* table             # slots * 24 bytes: digest[16] + offset int64 (host order)
-    int64_t slots
+    int64_t slots              # Kafka's slots: memory // 24, what "full" means
+    int64_t table_slots        # the slots probed: all, or a prefix (clear(expected_entries))
+    int64_t grow_at            # size at which the prefix doubles (INT64_MAX: never)
     int64_t size               # filled slots
     int64_t latest_offset      # Kafka's lastOffset: last put or update_latest_offset
     int64_t lookups            # puts + gets

@@ -23,9 +23,10 @@ against the bytes present (a record takes at least 7 bytes), and the output of
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_RawCalloc, PyMem_RawFree
+from cpython.mem cimport (PyMem_Free, PyMem_Malloc, PyMem_RawCalloc, PyMem_RawFree,
+                          PyMem_RawMalloc)
 from cpython.number cimport PyNumber_Index
-from libc.stdint cimport INT32_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MIN, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
 from kafkastore._ext.consts cimport MIN_RECORD_SIZE
@@ -65,6 +66,9 @@ cdef enum:
     E_TRAILING
     E_TOO_LARGE
     E_MAP_FULL
+    E_NO_MEMORY
+    # clear(expected_entries): the smallest probed prefix
+    MIN_TABLE_SLOTS = 1024
 
 cdef int64_t INT32_MAX_ = 2147483647
 
@@ -143,6 +147,8 @@ cdef int _raise_error(const RecordError* e) except -1:
     """Raise the exception for a code the nogil loops reported (messages as the pure twin's)."""
     cdef int code = e.code
     cdef Py_ssize_t where = e.position
+    if code == E_NO_MEMORY:
+        raise MemoryError("cannot grow the offset map's probed table")
     if code == E_MAP_FULL:
         raise OffsetMapFullError("Attempted to add a new entry to a full offset map.")
     if code == E_TOO_LARGE:
@@ -233,15 +239,52 @@ cdef void _om_put(OMap* m, const uint8_t* digest, int64_t slot, int64_t offset) 
             memcpy(p + HASH_SIZE, &offset, 8)
             break
         attempt += 1
-        slot = _slot(digest, attempt, m.slots)
+        slot = _slot(digest, attempt, m.table_slots)
         m.probes += 1
     m.latest_offset = offset
+
+
+cdef void _set_table_slots(OMap* m, int64_t table_slots) noexcept nogil:
+    m.table_slots = table_slots
+    m.grow_at = INT64_MAX if table_slots == m.slots else table_slots * 9 // 10
+
+
+cdef int _om_grow(OMap* m) noexcept nogil:
+    """Double the probed prefix (at most every slot) and re-put its entries there (the
+    pure twin's ``_grow``): results stay those of the whole table; counters untouched.
+    0, or -1 if the scratch copy cannot be allocated."""
+    cdef size_t old_bytes = <size_t>m.table_slots * BYTES_PER_ENTRY
+    cdef uint8_t* old = <uint8_t*>PyMem_RawMalloc(old_bytes if old_bytes else 1)
+    cdef const uint8_t* e
+    cdef uint8_t* p
+    cdef int64_t i, attempt, slot, n
+    if old == NULL:
+        return -1
+    memcpy(old, m.table, old_bytes)
+    memset(m.table, 0, old_bytes)
+    n = m.table_slots
+    _set_table_slots(m, min(m.slots, m.table_slots * 2))
+    for i in range(n):
+        e = old + i * BYTES_PER_ENTRY
+        if _empty(e):
+            continue
+        attempt = 0
+        slot = _slot(e, 0, m.table_slots)
+        while True:
+            p = m.table + slot * BYTES_PER_ENTRY
+            if _empty(p):
+                memcpy(p, e, BYTES_PER_ENTRY)
+                break
+            attempt += 1
+            slot = _slot(e, attempt, m.table_slots)
+    PyMem_RawFree(old)
+    return 0
 
 
 cdef int64_t _om_get(OMap* m, const uint8_t* digest, int64_t slot) noexcept nogil:
     """Kafka's ``get``: the offset, or -1 at an empty slot or after ``slots + 12`` attempts."""
     cdef int64_t attempt = 0
-    cdef int64_t max_attempts = m.slots + MAX_WINDOW
+    cdef int64_t max_attempts = m.table_slots + MAX_WINDOW
     cdef int64_t offset
     cdef const uint8_t* p
     m.lookups += 1
@@ -249,7 +292,7 @@ cdef int64_t _om_get(OMap* m, const uint8_t* digest, int64_t slot) noexcept nogi
         if attempt >= max_attempts:
             return -1
         if attempt > 0:
-            slot = _slot(digest, attempt, m.slots)
+            slot = _slot(digest, attempt, m.table_slots)
         m.probes += 1
         p = m.table + slot * BYTES_PER_ENTRY
         if _empty(p):
@@ -263,7 +306,7 @@ cdef int64_t _om_get(OMap* m, const uint8_t* digest, int64_t slot) noexcept nogi
 cdef inline void _hash_into(const OMap* m, const uint8_t* key, Py_ssize_t length,
                             KeyEntry* entry) noexcept nogil:
     ks_siphash128(m.key, key, <size_t>length, entry.digest)
-    entry.slot = _slot(entry.digest, 0, m.slots)
+    entry.slot = _slot(entry.digest, 0, m.table_slots)
 
 
 cdef int _put_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
@@ -271,7 +314,7 @@ cdef int _put_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
                    KeyEntry* entries, Py_ssize_t* walked, RecordError* e) noexcept nogil:
     """put_keys: validate and hash the section, then put in order (0 done, 1 stopped, -1 error)."""
     cdef RecordSpan r
-    cdef Py_ssize_t pos = 0, i, j, have = 0
+    cdef Py_ssize_t pos = 0, i, j, k, have = 0
     cdef int64_t offset
     for i in range(count):
         if _next_record(d, pos, n, &r, e):
@@ -297,6 +340,11 @@ cdef int _put_walk(OMap* m, const uint8_t* d, Py_ssize_t n, Py_ssize_t count,
         if m.size >= m.slots:
             walked[0] = entries[j].index
             return record_fail(e, E_MAP_FULL, 0, 0, 0)
+        if m.size >= m.grow_at:
+            if _om_grow(m) < 0:
+                return record_fail(e, E_NO_MEMORY, 0, 0, 0)
+            for k in range(j, have):   # their first slots moved with the table
+                entries[k].slot = _slot(entries[k].digest, 0, m.table_slots)
         _om_put(m, entries[j].digest, entries[j].slot, entries[j].offset)
     walked[0] = count
     return 0
@@ -414,6 +462,7 @@ cdef class SkimpyOffsetMap:
             PyMem_RawFree(self._m.table)
         self._m.table = table
         self._m.slots = slots
+        _set_table_slots(&self._m, slots)
         memcpy(self._m.key, PyBytes_AS_STRING(key), HASH_SIZE)
         self._memory = memory
         self._hash_key = key
@@ -447,6 +496,11 @@ cdef class SkimpyOffsetMap:
     def slots(self):
         """Number of 24-byte slots: ``memory // 24``."""
         return self._m.slots
+
+    @property
+    def table_slots(self):
+        """The slots probed: ``slots``, or the prefix ``clear(expected_entries)`` chose."""
+        return self._m.table_slots
 
     @property
     def size(self):
@@ -528,28 +582,46 @@ cdef class SkimpyOffsetMap:
         if self._m.size >= self._m.slots:
             raise OffsetMapFullError("Attempted to add a new entry to a full offset map.")
         self._digest(key, digest)
-        _om_put(&self._m, digest, _slot(digest, 0, self._m.slots), offset)
+        if self._m.size >= self._m.grow_at and _om_grow(&self._m) < 0:
+            raise MemoryError("cannot grow the offset map's probed table")
+        _om_put(&self._m, digest, _slot(digest, 0, self._m.table_slots), offset)
 
     def get(self, key):
         """The offset last put for ``key`` (for its digest), or -1 if absent."""
         cdef uint8_t digest[HASH_SIZE]
         self._enter()
         self._digest(key, digest)
-        return _om_get(&self._m, digest, _slot(digest, 0, self._m.slots))
+        return _om_get(&self._m, digest, _slot(digest, 0, self._m.table_slots))
 
     def update_latest_offset(self, int64_t offset):
         """Set :attr:`latest_offset` (pass 1 does, for each batch's last offset)."""
         self._m.latest_offset = offset
 
-    def clear(self):
-        """Zero the whole table and reset size, counters and latest offset (-1)."""
+    def clear(self, expected_entries=None):
+        """Zero the table and reset size, counters and latest offset (-1).
+
+        ``expected_entries``: a likely bound on the distinct keys put until the next
+        clear; the map then probes a prefix of its table sized for them, doubled when
+        90% full. Results, ``slots``, fullness and utilization are unchanged; see
+        ``kafkastore/_pure/offset_map.py``.
+        """
+        cdef int64_t table_slots = self._m.slots
         self._enter()
+        if expected_entries is not None:
+            expected = PyNumber_Index(expected_entries)
+            if expected < 0:
+                raise ValueError(f"expected_entries must be >= 0, not {expected}")
+            if expected < self._m.slots:
+                table_slots = min(self._m.slots,
+                                  max(<int64_t>MIN_TABLE_SLOTS,
+                                      <int64_t>expected + <int64_t>expected // 4 + 1))
         if self._m.size:
             # only a put writes the table, and every put into an empty table inserts: a
             # table of size 0 is all zeros already. Skipping the memset keeps a fresh
             # map's pages untouched (128 MiB of them by default: ~70 ms and 128 MiB RSS).
             with nogil:
-                memset(self._m.table, 0, <size_t>self._m.slots * BYTES_PER_ENTRY)
+                memset(self._m.table, 0, <size_t>self._m.table_slots * BYTES_PER_ENTRY)
+        _set_table_slots(&self._m, table_slots)
         self._reset()
 
     # -- records sections

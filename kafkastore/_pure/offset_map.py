@@ -72,6 +72,9 @@ _HASH_SIZE = 16                 # SipHash-2-4-128 digest
 _BYTES_PER_ENTRY = 24           # digest + 8-byte offset
 _MAX_WINDOW = _HASH_SIZE - 4    # last 4-byte window of the digest used by the probe
 _ZERO_ENTRY = bytes(_BYTES_PER_ENTRY)
+# clear(expected_entries): the smallest probed prefix, and "never grow"
+_MIN_TABLE_SLOTS = 1024
+_INT64_MAX = (1 << 63) - 1
 _ENTRY = struct.Struct(">16sq")
 _KEY_WORDS = struct.Struct("<QQ")
 
@@ -272,7 +275,9 @@ class SkimpyOffsetMap:
     4-byte windows of the digest and later ones probe linearly. ``put`` overwrites
     the offset of a slot with the same digest, else fills the first empty slot;
     ``get`` stops at the digest, an empty slot, or after ``slots + 12`` attempts.
-    Every put and get counts one lookup, every slot looked at one probe.
+    Every put and get counts one lookup, every slot looked at one probe. After
+    ``clear(expected_entries=n)`` the same holds with ``slots`` replaced, for the
+    probes only, by the size of the probed prefix (see :meth:`clear`).
 
     Thread safety: not thread-safe; one cleaner owns a map. The compiled twin
     releases the GIL during the bulk loops of :meth:`put_keys` and
@@ -281,7 +286,7 @@ class SkimpyOffsetMap:
     """
 
     __slots__ = ("_memory", "_slots", "_size", "_latest_offset", "_lookups", "_probes",
-                 "_hash_key", "_k0", "_k1", "_table", "_busy")
+                 "_hash_key", "_k0", "_k1", "_table", "_busy", "_table_slots", "_grow_at")
 
     def __init__(self, memory: int, hash_key: bytes | None = None) -> None:
         memory = operator.index(memory)
@@ -304,7 +309,34 @@ class SkimpyOffsetMap:
         self._k0, self._k1 = _KEY_WORDS.unpack(key)
         self._table = bytearray(slots * _BYTES_PER_ENTRY)
         self._busy = False
+        self._set_table_slots(slots)
         self._reset_counters()
+
+    def _set_table_slots(self, table_slots: int) -> None:
+        # the slots probed: all of them, or a prefix of the table (see clear)
+        self._table_slots = table_slots
+        self._grow_at = _INT64_MAX if table_slots == self._slots else table_slots * 9 // 10
+
+    def _grow(self) -> None:
+        """Double the probed prefix (at most every slot) and re-put its entries there;
+        results stay those of the whole table, the counters are not touched."""
+        table = self._table
+        old = bytes(table[:self._table_slots * _BYTES_PER_ENTRY])
+        table[:len(old)] = bytes(len(old))
+        self._set_table_slots(min(self._slots, self._table_slots * 2))
+        slots = self._table_slots
+        for pos in range(0, len(old), _BYTES_PER_ENTRY):
+            entry = old[pos:pos + _BYTES_PER_ENTRY]
+            if entry == _ZERO_ENTRY:
+                continue
+            digest = entry[:_HASH_SIZE]
+            attempt = 0
+            while True:
+                at = _slot(digest, attempt, slots) * _BYTES_PER_ENTRY
+                if table[at:at + _BYTES_PER_ENTRY] == _ZERO_ENTRY:
+                    table[at:at + _BYTES_PER_ENTRY] = entry
+                    break
+                attempt += 1
 
     def _reset_counters(self) -> None:
         self._size = 0
@@ -323,6 +355,12 @@ class SkimpyOffsetMap:
     def slots(self) -> int:
         """Number of 24-byte slots: ``memory // 24``."""
         return self._slots
+
+    @property
+    def table_slots(self) -> int:
+        """The slots probed: :attr:`slots`, or the prefix ``clear(expected_entries)`` chose
+        (grown since)."""
+        return self._table_slots
 
     @property
     def size(self) -> int:
@@ -382,8 +420,10 @@ class SkimpyOffsetMap:
         return _siphash128(self._k0, self._k1, _key_bytes(key))
 
     def _put_digest(self, digest: bytes, offset: int) -> None:
+        if self._size >= self._grow_at:
+            self._grow()
         table = self._table
-        slots = self._slots
+        slots = self._table_slots
         self._lookups += 1
         attempt = 0
         slot = _slot(digest, 0, slots)
@@ -405,7 +445,7 @@ class SkimpyOffsetMap:
 
     def _get_digest(self, digest: bytes) -> int:
         table = self._table
-        slots = self._slots
+        slots = self._table_slots
         self._lookups += 1
         max_attempts = slots + _MAX_WINDOW
         attempt = 0
@@ -445,15 +485,33 @@ class SkimpyOffsetMap:
         """Set :attr:`latest_offset` (pass 1 does, for each batch's last offset)."""
         self._latest_offset = _int64(offset, "offset")
 
-    def clear(self) -> None:
-        """Zero the whole table and reset size, counters and latest offset (-1)."""
+    def clear(self, expected_entries: int | None = None) -> None:
+        """Zero the table and reset size, counters and latest offset (-1).
+
+        ``expected_entries``: how many distinct keys the puts until the next clear
+        will likely make (a bound the caller knows, such as the offsets of the range
+        it maps). The map then probes only a prefix of its table, of
+        ``expected_entries * 5 // 4 + 1`` slots (at least 1024, at most
+        :attr:`slots`), doubled whenever it is 90% full, so a round touches the memory
+        its keys need, not all of it. Which offset every key maps to, what is full
+        (``slots``), :attr:`utilization` and every result are the same as without it;
+        only :attr:`probes` (and so :attr:`collision_rate`) count the prefix's probes.
+        """
         self._enter()
+        if expected_entries is None:
+            table_slots = self._slots
+        else:
+            expected = operator.index(expected_entries)
+            if expected < 0:
+                raise ValueError(f"expected_entries must be >= 0, not {expected}")
+            table_slots = min(self._slots, max(_MIN_TABLE_SLOTS, expected + expected // 4 + 1))
         if self.size:   # a table of size 0 is all zeros already (only puts write it)
-            view = memoryview(self._table)
+            view = memoryview(self._table)[:self._table_slots * _BYTES_PER_ENTRY]
             zeros = bytes(min(len(view), 1 << 20))
             for start in range(0, len(view), len(zeros)):
                 chunk = view[start:start + len(zeros)]
                 chunk[:] = zeros[:len(chunk)]
+        self._set_table_slots(table_slots)
         self._reset_counters()
 
     # -- records sections
