@@ -164,3 +164,14 @@ def column_rows(cols):
                      int(cols["timestamp_type"][i]), item("key"), item("value"),
                      int(cols["header_count"][i])))
     return rows
+
+
+def dir_files(directory, suffixes: tuple[str, ...]) -> dict[str, bytes]:
+    """The bytes of each file in ``directory`` whose name ends with one of ``suffixes``,
+    by name: a log directory's files, to compare two logs byte for byte."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(suffixes):
+            with open(os.path.join(directory, name), "rb") as f:
+                out[name] = f.read()
+    return out

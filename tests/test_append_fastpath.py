@@ -25,6 +25,7 @@ import random
 import struct
 
 import pytest
+from _helpers import dir_files
 from _logtools import Clock, open_log
 
 from kafkastore.errors import (
@@ -82,13 +83,8 @@ def _append_each(log, appends, *, batches: bool):
     return infos
 
 
-def _files(path) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(path)):
-        if name.endswith((".log", ".index", ".timeindex", ".snapshot")):
-            with open(os.path.join(path, name), "rb") as f:
-                out[name] = f.read()
-    return out
+def _files(directory) -> dict[str, bytes]:
+    return dir_files(directory, (".log", ".index", ".timeindex", ".snapshot"))
 
 
 def _model(files: dict[str, bytes], config: dict) -> tuple[list[int], dict[str, bytes]]:

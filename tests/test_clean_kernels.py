@@ -27,6 +27,7 @@ import shutil
 import struct
 
 import pytest
+from _helpers import dir_files
 from _logtools import Clock, open_log
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -189,12 +190,7 @@ def _write(log, clock, ops) -> None:
 
 
 def _files(directory) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith((".log", ".index", ".timeindex", ".txnindex")):
-            with open(os.path.join(directory, name), "rb") as f:
-                out[name] = f.read()
-    return out
+    return dir_files(directory, (".log", ".index", ".timeindex", ".txnindex"))
 
 
 @settings(max_examples=int(os.environ.get("KS_PROP_EXAMPLES", "40")), deadline=None,
