@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from _helpers import compare_paths, random_reads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,31 +97,16 @@ def general(monkeypatch):
 
 
 def reads(log: Log, rng: random.Random, n: int):
-    lo, hi = log.log_start_offset, log.log_end_offset
-    return [(rng.randint(lo - 2, hi + 2), rng.choice((0, 1, rng.randint(0, 3000))),
-             rng.random() < 0.5) for _ in range(n)]
+    return random_reads(log, rng, n, 3000)
 
 
 def compare(log: Log, monkeypatch, cases):
-    fast = [outcome(log, *c) for c in cases]
-    undo = general(monkeypatch)
-    try:
-        slow = [outcome(log, *c) for c in cases]
-    finally:
-        undo()
-    for c, f, s in zip(cases, fast, slow):
-        assert f == s, c
+    compare_paths(cases, lambda *c: outcome(log, *c), general, monkeypatch)
     # and the public collection, over random ranges
     lo, hi = log.log_start_offset, log.log_end_offset
     rng = random.Random(len(cases))
     ranges = [(rng.randint(lo, hi), rng.randint(lo, hi + 3)) for _ in range(30)]
-    fast = [log.collect_aborted_transactions(a, b) for a, b in ranges]
-    undo = general(monkeypatch)
-    try:
-        slow = [log.collect_aborted_transactions(a, b) for a, b in ranges]
-    finally:
-        undo()
-    assert fast == slow
+    compare_paths(ranges, log.collect_aborted_transactions, general, monkeypatch)
 
 
 @pytest.fixture
