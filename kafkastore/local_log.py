@@ -283,18 +283,20 @@ class LocalLog:
         entry past its bytes, else the next segment's base, else the log end offset.
         No ``.txnindex`` entry from the segment of ``offset`` on (where
         :meth:`collect_aborted_transactions` starts): none, and no bound to look up."""
-        with_entries = self._with_txn_entries(self.segments)
-        if not with_entries or with_entries[-1] < bisect.bisect_right(self.bases, offset) - 1:
+        segments = self.segments
+        with_entries = self._with_txn_entries(segments)
+        first = bisect.bisect_left(with_entries,
+                                   max(0, bisect.bisect_right(self.bases, offset) - 1))
+        if first == len(with_entries):
             return []
-        segment = self.segments[i]
-        upper = segment.fetch_upper_bound_offset(found.position, found.size)
+        upper = segments[i].fetch_upper_bound_offset(found.position, found.size)
         if upper is not None:
             upper = upper[0]
-        elif i + 1 < len(self.segments):
-            upper = self.segments[i + 1].base_offset
+        elif i + 1 < len(segments):
+            upper = segments[i + 1].base_offset
         else:
             upper = self.next_offset
-        return self.collect_aborted_transactions(offset, upper)
+        return self._collect(segments, with_entries, first, offset, upper)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int, *,
                                      fetch_offset: int | None = None) -> list[AbortedTxn]:
@@ -304,14 +306,21 @@ class LocalLog:
         ``upper_bound_offset``, until one index says no later one can matter."""
         if fetch_offset is None:
             fetch_offset = start_offset
-        segments, bases = self.segments, self.bases
-        i = max(0, bisect.bisect_right(bases, start_offset) - 1)
-        out: list[AbortedTxn] = []
-        # (a segment without an entry adds none and never ends the search: only the
-        # segments with entries are asked, in order)
+        segments = self.segments
         with_entries = self._with_txn_entries(segments)
-        for k in with_entries[bisect.bisect_left(with_entries, i):]:
-            found = segments[k].collect_aborted_txns(fetch_offset, upper_bound_offset)
+        i = max(0, bisect.bisect_right(self.bases, start_offset) - 1)
+        return self._collect(segments, with_entries, bisect.bisect_left(with_entries, i),
+                             fetch_offset, upper_bound_offset)
+
+    @staticmethod
+    def _collect(segments, with_entries: tuple[int, ...], first: int, fetch_offset: int,
+                 upper_bound_offset: int) -> list[AbortedTxn]:
+        """The search of :meth:`collect_aborted_transactions` over the segments at
+        ``with_entries[first:]``: a segment without an entry adds none and never ends the
+        search, so only the segments with entries are asked, in order."""
+        out: list[AbortedTxn] = []
+        for k in with_entries[first:]:
+            found = segments[k].txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
             out.extend(found.aborted)
             if found.complete:
                 break
