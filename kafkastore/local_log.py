@@ -39,7 +39,7 @@ from kafkastore.segment import (
     max_timestamp_record,
     segment_file,
 )
-from kafkastore.txn_index import AbortedTxn
+from kafkastore.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "RACE_ERRORS", "LocalLog", "SegmentGone"]
 
@@ -87,7 +87,7 @@ class LocalLog:
 
     __slots__ = ("dir", "config", "time_ms", "segments", "bases", "next_offset",
                  "log_start_offset", "recovery_point", "last_flush_ms", "pending_deletes",
-                 "failed")
+                 "failed", "_txn_segments")
 
     def __init__(self, directory: str, config: LogConfig, time_ms: Callable[[], int]) -> None:
         self.dir = directory
@@ -101,6 +101,9 @@ class LocalLog:
         self.last_flush_ms = time_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
         self.failed: BaseException | None = None
+        # (segments, TransactionIndex.generation, positions of the segments whose
+        # .txnindex holds an entry): see _with_txn_entries
+        self._txn_segments: tuple | None = None
 
     # -- the segment list ----------------------------------------------------------------
 
@@ -218,16 +221,21 @@ class LocalLog:
                 f"have log segments in the range {start} to {end}.", offset=offset,
                 path=self.dir)
         committed = max_offset is not None
+        if offset < end and (not committed or max_offset == end):
+            # the common case in one kernel call: the segment choice (the floor of the
+            # offset in ``bases``, Kafka's segments.floorSegment), the index lookup, the
+            # header check and the slice (LogSegment.read); None sends it down the
+            # general path below. A read_committed read whose bound is the log end (no
+            # transaction open: the last stable offset is the end) bounds nothing the
+            # end does not: the same slice, and its aborted transactions
+            found = _read_at(segments, bases, offset, max_bytes, min_one_message,
+                             _fileio.fs, READ_PLAN)
+            if found is not None:
+                if committed:
+                    found.aborted_transactions = self._aborted_for_fetch(
+                        offset, bisect.bisect_right(bases, offset) - 1, found)
+                return found
         if not committed:
-            if offset < end:
-                # the common case in one kernel call: the segment choice (the floor of
-                # the offset in ``bases``, Kafka's segments.floorSegment), the index
-                # lookup, the header check and the slice (LogSegment.read); None sends
-                # it down the general path below
-                found = _read_at(segments, bases, offset, max_bytes, min_one_message,
-                                 _fileio.fs, READ_PLAN)
-                if found is not None:
-                    return found
             max_offset = end
         if offset >= max_offset:
             return self._empty_slice(segments[-1], offset, committed)
@@ -272,16 +280,23 @@ class LocalLog:
 
     def _aborted_for_fetch(self, offset: int, i: int, found: LogSlice) -> list[AbortedTxn]:
         """Kafka's ``addAbortedTransactions``: the upper bound of a fetch is the first index
-        entry past its bytes, else the next segment's base, else the log end offset."""
-        segment = self.segments[i]
-        upper = segment.fetch_upper_bound_offset(found.position, found.size)
+        entry past its bytes, else the next segment's base, else the log end offset.
+        No ``.txnindex`` entry from the segment of ``offset`` on (where
+        :meth:`collect_aborted_transactions` starts): none, and no bound to look up."""
+        segments = self.segments
+        with_entries = self._with_txn_entries(segments)
+        first = bisect.bisect_left(with_entries,
+                                   max(0, bisect.bisect_right(self.bases, offset) - 1))
+        if first == len(with_entries):
+            return []
+        upper = segments[i].fetch_upper_bound_offset(found.position, found.size)
         if upper is not None:
             upper = upper[0]
-        elif i + 1 < len(self.segments):
-            upper = self.segments[i + 1].base_offset
+        elif i + 1 < len(segments):
+            upper = segments[i + 1].base_offset
         else:
             upper = self.next_offset
-        return self.collect_aborted_transactions(offset, upper)
+        return self._collect(segments, with_entries, first, offset, upper)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int, *,
                                      fetch_offset: int | None = None) -> list[AbortedTxn]:
@@ -291,15 +306,38 @@ class LocalLog:
         ``upper_bound_offset``, until one index says no later one can matter."""
         if fetch_offset is None:
             fetch_offset = start_offset
-        segments, bases = self.segments, self.bases
-        i = max(0, bisect.bisect_right(bases, start_offset) - 1)
+        segments = self.segments
+        with_entries = self._with_txn_entries(segments)
+        i = max(0, bisect.bisect_right(self.bases, start_offset) - 1)
+        return self._collect(segments, with_entries, bisect.bisect_left(with_entries, i),
+                             fetch_offset, upper_bound_offset)
+
+    @staticmethod
+    def _collect(segments, with_entries: tuple[int, ...], first: int, fetch_offset: int,
+                 upper_bound_offset: int) -> list[AbortedTxn]:
+        """The search of :meth:`collect_aborted_transactions` over the segments at
+        ``with_entries[first:]``: a segment without an entry adds none and never ends the
+        search, so only the segments with entries are asked, in order."""
         out: list[AbortedTxn] = []
-        for seg in segments[i:]:
-            found = seg.collect_aborted_txns(fetch_offset, upper_bound_offset)
+        for k in with_entries[first:]:
+            found = segments[k].txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
             out.extend(found.aborted)
             if found.complete:
                 break
         return out
+
+    def _with_txn_entries(self, segments) -> tuple[int, ...]:
+        """The positions in ``segments`` of the segments whose ``.txnindex`` holds an
+        entry, ascending; cached for this segment list until an index changes
+        (:attr:`TransactionIndex.generation`, read before the indexes: a change during
+        the look moves it, and the next call looks again)."""
+        generation = TransactionIndex.generation
+        cached = self._txn_segments
+        if cached is not None and cached[0] is segments and cached[1] == generation:
+            return cached[2]
+        found = tuple(k for k, seg in enumerate(segments) if seg.txn_index.has_entries())
+        self._txn_segments = (segments, generation, found)
+        return found
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """The first record at or after ``timestamp`` (>= 0) in the first segment whose

@@ -23,8 +23,9 @@ overwrites it instead of writing after it.
 
 The file exists only once a transaction was aborted in the segment (Kafka creates it on
 first append). :class:`TransactionIndex` keeps no descriptor open between calls (one
-descriptor per segment, the ``.log``'s): appends are rare (one per aborted transaction)
-and reads come from read_committed fetches and the cleaner.
+descriptor per segment, the ``.log``'s): appends are rare (one per aborted transaction).
+Reads come from read_committed fetches and the cleaner, which search the entries as
+loaded once (:meth:`TransactionIndex.loaded`), not the file: a fetch opens no file.
 
 Thread-safety: mutations (append, truncate, reset, rename, delete) run under the owning
 log's lock; reads take no lock and read whole entries of a consistent prefix.
@@ -57,6 +58,8 @@ from __future__ import annotations
 import heapq
 import os
 import struct
+import threading
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -152,9 +155,64 @@ def collect_aborted_txns(entries: Iterable[AbortedTxn], fetch_offset: int,
     return TxnIndexSearchResult(found, False)
 
 
+class _Entries:
+    """A loaded index, immutable: its entries, their last offsets and the running maximum
+    of their last stable offsets (``max_lso[k]``: over entries ``0..k``), and whether the
+    last offsets are ordered (always, for a file this module wrote)."""
+
+    __slots__ = ("entries", "lasts", "max_lso", "ordered")
+
+    def __init__(self, entries) -> None:
+        self.entries = tuple(entries)
+        self.lasts = [t.last_offset for t in self.entries]
+        running, top = [], None
+        for t in self.entries:
+            top = t.last_stable_offset if top is None else max(top, t.last_stable_offset)
+            running.append(top)
+        self.max_lso = running
+        self.ordered = all(a <= b for a, b in zip(self.lasts, self.lasts[1:]))
+
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """:func:`collect_aborted_txns` over the entries, from the first one whose last
+        offset reaches ``fetch_offset``: the entries before it match no fetch from there,
+        and end the search (empty, complete) iff one's last stable offset reaches the
+        bound, which the running maximum tells in one look."""
+        entries = self.entries
+        if not entries:
+            return TxnIndexSearchResult([], False)
+        start = 0
+        if self.ordered:
+            start = bisect_left(self.lasts, fetch_offset)
+            if start and self.max_lso[start - 1] >= upper_bound_offset:
+                return TxnIndexSearchResult([], True)
+        found = []
+        for k in range(start, len(entries)):
+            txn = entries[k]
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                found.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                return TxnIndexSearchResult(found, True)
+        return TxnIndexSearchResult(found, False)
+
+
+_NO_ENTRIES = _Entries(())
+# (guards the loads of TransactionIndex._loaded against the mutations' updates)
+_LOADED_LOCK = threading.Lock()
+
+
 class TransactionIndex:
     """The ``.txnindex`` file of the segment based at ``start_offset`` (see the module
-    docstring for the format, invariants and thread-safety)."""
+    docstring for the format, invariants and thread-safety).
+
+    A read_committed read uses the entries as loaded once (``_loaded``): every change
+    made through this object updates them (Kafka keeps the file's channel open for the
+    same reason: no open per fetch), and ``generation``, a counter over every index of
+    the process, moves after each change, so that a cache of which segments hold entries
+    (:class:`~kafkastore.local_log.LocalLog`) knows when to look again. The mutations and
+    :meth:`all_aborted_txns` read the file itself."""
+
+    #: moves (under ``_LOADED_LOCK``) after every change of any index's entries
+    generation = 0
 
     def __init__(self, start_offset: int, path: str) -> None:
         self.start_offset = start_offset
@@ -162,6 +220,7 @@ class TransactionIndex:
         self._last_offset: int | None = None
         self._last_known = False        # _last_offset read from the file yet
         self._dirty = False             # written since the last fsync
+        self._loaded: _Entries | None = None   # the entries as loaded, None: not yet
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path!r})"
@@ -176,10 +235,37 @@ class TransactionIndex:
         """Every entry, in file order."""
         return parse_aborted_txns(self._read(), self.path)
 
+    def loaded(self) -> _Entries:
+        """The entries, read from the file on the first call only (a missing file has
+        none); a bad entry raises :class:`~kafkastore.errors.CorruptIndexError` each
+        time, as the file's read does, and is never cached."""
+        found = self._loaded
+        if found is None:
+            with _LOADED_LOCK:
+                found = self._loaded
+                if found is None:
+                    entries = parse_aborted_txns(self._read(), self.path)
+                    found = _Entries(entries) if entries else _NO_ENTRIES
+                    self._loaded = found
+        return found
+
+    def _changed(self, entries) -> None:
+        """After a change of the file: its entries now (None: read them again when
+        needed), and the generation moves."""
+        with _LOADED_LOCK:
+            self._loaded = None if entries is None else (
+                _Entries(entries) if entries else _NO_ENTRIES)
+            TransactionIndex.generation += 1
+
+    def has_entries(self) -> bool:
+        """Whether the index holds an entry (loading it on the first call)."""
+        return bool(self.loaded().entries)
+
     def collect_aborted_txns(self, fetch_offset: int,
                              upper_bound_offset: int) -> TxnIndexSearchResult:
-        """The entries a fetch of ``[fetch_offset, upper_bound_offset)`` needs."""
-        return collect_aborted_txns(self.all_aborted_txns(), fetch_offset, upper_bound_offset)
+        """The entries a fetch of ``[fetch_offset, upper_bound_offset)`` needs: Kafka's
+        ``TransactionIndex.collectAbortedTxns``, over the loaded entries."""
+        return self.loaded().collect(fetch_offset, upper_bound_offset)
 
     def sanity_check(self) -> None:
         """Kafka's check: every entry's last offset lies in the segment."""
@@ -215,6 +301,10 @@ class TransactionIndex:
             fs.close(fd)
         self._last_offset = txn.last_offset
         self._dirty = True
+        before = self._loaded
+        # (an entry of another version reads back otherwise: see parse_aborted_txns)
+        self._changed(None if before is None or txn.version != _CURRENT_VERSION
+                      else before.entries + (txn,))
 
     def _size_and_last(self) -> int:
         """The byte length of the whole entries; loads the last offset once."""
@@ -234,6 +324,7 @@ class TransactionIndex:
             if txn.last_offset >= offset:
                 self._ftruncate(i * ABORTED_TXN_SIZE)
                 self._last_offset, self._last_known = last, True
+                self._changed(None)
                 return
             last = txn.last_offset
 
@@ -242,6 +333,7 @@ class TransactionIndex:
         if os.path.exists(self.path):
             self._ftruncate(0)
         self._last_offset, self._last_known = None, True
+        self._changed(())
 
     def _ftruncate(self, size: int) -> None:
         fs = _fileio.fs
@@ -275,10 +367,14 @@ class TransactionIndex:
                 _fileio.fs.rename(self.path, path)
         finally:
             self.path = path
+            self._changed(None)
 
     def delete_if_exists(self) -> bool:
         self._last_offset, self._last_known, self._dirty = None, True, False
-        return _fileio.fs.unlink(self.path)
+        try:
+            return _fileio.fs.unlink(self.path)
+        finally:
+            self._changed(None)
 
 
 # -- reading committed data ---------------------------------------------------------

@@ -175,3 +175,27 @@ def dir_files(directory, suffixes: tuple[str, ...]) -> dict[str, bytes]:
             with open(os.path.join(directory, name), "rb") as f:
                 out[name] = f.read()
     return out
+
+
+# == a fast path against its general path =================================================
+
+
+def random_reads(log, rng, n: int, max_size: int):
+    """``n`` reads ``(offset, max_bytes, min_one_message)`` around ``log``'s range (two
+    offsets either side of it included)."""
+    lo, hi = log.log_start_offset, log.log_end_offset
+    return [(rng.randint(lo - 2, hi + 2), rng.choice((0, 1, rng.randint(0, max_size))),
+             rng.random() < 0.5) for _ in range(n)]
+
+
+def compare_paths(cases, outcome, force_general, monkeypatch) -> None:
+    """``outcome(*case)`` for every case, on the fast path and then with
+    ``force_general(monkeypatch)`` (which returns its undo) in force: the same answers."""
+    fast = [outcome(*c) for c in cases]
+    undo = force_general(monkeypatch)
+    try:
+        slow = [outcome(*c) for c in cases]
+    finally:
+        undo()
+    for c, f, s in zip(cases, fast, slow):
+        assert f == s, c

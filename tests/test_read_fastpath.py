@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from _helpers import compare_paths, random_reads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,20 +58,11 @@ def general(monkeypatch):
 
 
 def reads(log: Log, rng: random.Random, n: int):
-    lo, hi = log.log_start_offset, log.log_end_offset
-    return [(rng.randint(lo - 2, hi + 2), rng.choice((0, 1, rng.randint(0, 6000))),
-             rng.random() < 0.5) for _ in range(n)]
+    return random_reads(log, rng, n, 6000)
 
 
 def compare(log: Log, monkeypatch, cases):
-    fast = [outcome(log, *c) for c in cases]
-    undo = general(monkeypatch)
-    try:
-        slow = [outcome(log, *c) for c in cases]
-    finally:
-        undo()
-    for c, f, s in zip(cases, fast, slow):
-        assert f == s, c
+    compare_paths(cases, lambda *c: outcome(log, *c), general, monkeypatch)
 
 
 @pytest.fixture

@@ -244,6 +244,52 @@ class LogReadKernel(LogRandomRead):
         self.op(self.offsets[self.i])
 
 
+class LogReadCommitted(LogRandomRead):
+    """A random read with ``isolation_level="read_committed"`` (issue 31), beside the same
+    read uncommitted: on the log of :class:`LogRandomRead` (no transaction), and on one
+    where every tenth batch is a transaction of one of five producers, aborted
+    (``aborted``: each read collects the aborted transactions in its range)."""
+
+    params = (["read_uncommitted", "read_committed", "read_committed_aborted"],)
+
+    def setup(self, impl):
+        from kafkastore.log import Log
+
+        if impl != "read_committed_aborted":
+            super().setup("kafkastore")
+        else:
+            keys, values = make_workload(N_RECORDS)
+            directory = self._dir()
+            config = log_config(**{"segment.bytes": N_RECORDS * 126 // 10})
+            log = Log.open(directory, config)
+            seqs = [0] * 6
+            for i, recs in enumerate(chunks(keys, values, 100)):
+                if i % 10 == 5:
+                    pid = 1 + i % 5
+                    log.append(recs, timestamp=BASE_TIMESTAMP + i, producer_id=pid,
+                               producer_epoch=0, base_sequence=seqs[pid],
+                               is_transactional=True)
+                    seqs[pid] += len(recs)
+                    log.append_end_txn_marker(pid, 0, "ABORT")
+                else:
+                    log.append(recs, timestamp=BASE_TIMESTAMP + i)
+            log.close()
+            self.log = Log.open(directory, config)
+            self.rng = random.Random(0)
+            self.end = self.log.log_end_offset
+            self.size = self.log.read(0, 1).size
+        self.isolation = "read_uncommitted" if impl == "read_uncommitted" else "read_committed"
+        self.offsets = [self.rng.randrange(self.end) for _ in range(4096)]
+        self.i = 0
+
+    def teardown(self, impl):
+        super().teardown("kafkastore")
+
+    def time_read(self, impl):
+        self.i = (self.i + 1) & 4095
+        self.log.read(self.offsets[self.i], self.size, False, self.isolation).to_bytes()
+
+
 class LogRecovery(_LogBenchmark):
     """Rebuild the indexes of a segment from its ``.log`` (CRC scan) vs ``crc32c`` of its bytes."""
 
