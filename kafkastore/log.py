@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
-from kafkastore import _fileio, _kernels, log_loader
+from kafkastore import _fileio, log_loader
 from kafkastore.batch_header import (
     CODEC_MASK,
     INT32,
@@ -116,7 +116,6 @@ LATEST_TIERED_TIMESTAMP = -5
 
 _INT_MAX = (1 << 31) - 1
 logger = logging.getLogger("kafkastore.log")
-_encode_batch_v2 = _kernels.record_batch.encode_batch_v2   # (Log.append, uncompressed)
 _tuple_new = tuple.__new__  # NamedTuples of the append path without their Python __new__
 
 
@@ -554,35 +553,22 @@ class Log:
                     f"{producer_id} in the append to {self.dir}", path=self.dir)
             log_append = plan.log_append_time
             first = local.next_offset
-            if attributes & CODEC_MASK:
-                data = encode_v2(records, first, attributes, level,
-                                 now if timestamp is None else timestamp,
-                                 now if log_append else None, producer_id, producer_epoch,
-                                 base_sequence, partition_leader_epoch)
-            else:   # encode_v2 of an uncompressed batch, its kernel called directly
-                data = _encode_batch_v2(records, first, partition_leader_epoch, attributes,
-                                        producer_id, producer_epoch, base_sequence,
-                                        now if timestamp is None else timestamp,
-                                        now if log_append else None, None, None, None, None)
+            data = encode_v2(records, first, attributes, level,
+                             now if timestamp is None else timestamp,
+                             now if log_append else None, producer_id, producer_epoch,
+                             base_sequence, partition_leader_epoch)
             last = first + INT32.unpack_from(data, LAST_OFFSET_DELTA_OFFSET)[0]
             max_ts = INT64.unpack_from(data, MAX_TIMESTAMP_OFFSET)[0]
             if plan.timestamp_window and not log_append:   # (no call on the hot path)
                 check_timestamps(data, now, self._config, self.dir)
             size = len(data)
-            config = self._config
-            if size > config.max_message_bytes:
-                self._check_batch_size(size, 0)
-            if size > config.segment_bytes:
-                self._check_segment_size(size)
+            self._check_batch_size(size, 0)
+            self._check_segment_size(size)
             # the rest in UnifiedLog.append's order (see _append_as_leader)
             try:
                 if partition_leader_epoch >= 0:
                     self._assign_epoch(data, first)
-                # _maybe_roll, inline (every append passes here)
-                segment = local.segments[-1]
-                if segment.needs_roll(size, max_ts, last, now, config.segment_bytes,
-                                      config.segment_ms):
-                    segment = self._roll(first)
+                segment = self._maybe_roll(size, max_ts, last, now, first)
                 updates = None
                 if producer_id >= 0:
                     producers = self._producers
