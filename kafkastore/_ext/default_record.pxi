@@ -247,18 +247,10 @@ def _short(value):
     return repr(value)
 
 
-cdef inline int _steal_slot(PyObject** slot, object value) except -1:
-    # store into a slot of a record fresh from ks_record_alloc: the key and value
-    # slots may hold kept bytes objects, the others are NULL
-    cdef PyObject* old = slot[0]
-    Py_INCREF(value)
-    slot[0] = <PyObject*>value
-    Py_XDECREF(old)
-    return 0
-
-
-cdef inline Record _new_record(object offset, object timestamp, object ts_type, object key,
-                               object value, object headers):
+cdef inline Record _alloc_record(object offset, object timestamp, object ts_type,
+                                 object headers):
+    # a record fresh from ks_record_alloc: these slots are NULL; the key and value slots
+    # may hold the freelist's kept bytes objects (the caller sets them)
     cdef Record rec = <Record>ks_record_alloc()
     Py_INCREF(offset)
     rec._offset = <PyObject*>offset
@@ -266,10 +258,16 @@ cdef inline Record _new_record(object offset, object timestamp, object ts_type, 
     rec._timestamp = <PyObject*>timestamp
     Py_INCREF(ts_type)
     rec._timestamp_type = <PyObject*>ts_type
-    _steal_slot(&rec._key, key)
-    _steal_slot(&rec._value, value)
     Py_INCREF(headers)
     rec._headers = <PyObject*>headers
+    return rec
+
+
+cdef inline Record _new_record(object offset, object timestamp, object ts_type, object key,
+                               object value, object headers):
+    cdef Record rec = _alloc_record(offset, timestamp, ts_type, headers)
+    _set_slot(&rec._key, key)
+    _set_slot(&rec._value, value)
     return rec
 
 
@@ -279,15 +277,7 @@ cdef inline Record _new_record_at(object offset, object timestamp, object ts_typ
     """A record whose key and value are ``data``'s bytes at the given positions
     (a negative length: None), rewriting the freelist's kept bytes objects where
     their lengths match."""
-    cdef Record rec = <Record>ks_record_alloc()
-    Py_INCREF(offset)
-    rec._offset = <PyObject*>offset
-    Py_INCREF(timestamp)
-    rec._timestamp = <PyObject*>timestamp
-    Py_INCREF(ts_type)
-    rec._timestamp_type = <PyObject*>ts_type
-    Py_INCREF(headers)
-    rec._headers = <PyObject*>headers
+    cdef Record rec = _alloc_record(offset, timestamp, ts_type, headers)
     ks_record_set_bytes(rec, 3, <const char*>data + key_pos, key_len)
     ks_record_set_bytes(rec, 4, <const char*>data + value_pos, value_len)
     return rec

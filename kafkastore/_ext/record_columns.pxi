@@ -503,20 +503,20 @@ cdef class _Columns:
                     self._put_start(self._value_starts, i, c.base + span.value_pos)
                     c.value_lengths[i] = span.value_len if span.value_len >= 0 else 0
                     c.value_null[i] = span.value_len < 0
-                elif span.key_len >= 0:
-                    memcpy(c.key_data + c.key_used, ptr + span.key_pos, span.key_len)
-                    c.key_used += span.key_len
-                    c.key_null[i] = 0
                 else:
-                    c.key_null[i] = 1
-                if self.views:
-                    pass
-                elif span.value_len >= 0:
-                    memcpy(c.value_data + c.value_used, ptr + span.value_pos, span.value_len)
-                    c.value_used += span.value_len
-                    c.value_null[i] = 0
-                else:
-                    c.value_null[i] = 1
+                    if span.key_len >= 0:
+                        memcpy(c.key_data + c.key_used, ptr + span.key_pos, span.key_len)
+                        c.key_used += span.key_len
+                        c.key_null[i] = 0
+                    else:
+                        c.key_null[i] = 1
+                    if span.value_len >= 0:
+                        memcpy(c.value_data + c.value_used, ptr + span.value_pos,
+                               span.value_len)
+                        c.value_used += span.value_len
+                        c.value_null[i] = 0
+                    else:
+                        c.value_null[i] = 1
                 if self.with_headers:
                     if self._take_headers(ptr, span.headers_pos, span.next_pos,
                                           span.header_count, i, end) < 0:
@@ -550,24 +550,23 @@ cdef class _Columns:
             self._view_of(key, i, self._key_starts, self._key_lengths, self._key_null)
             self._view_of(value, i, self._value_starts, self._value_lengths,
                           self._value_null)
-        elif key is not None:
-            b = key
-            if b.shape[0]:
-                memcpy(&self._key_data[self.key_used], &b[0], b.shape[0])
-            self.key_used += b.shape[0]
-            self._key_null[i] = 0
         else:
-            self._key_null[i] = 1
-        if self.views:
-            pass
-        elif value is not None:
-            b = value
-            if b.shape[0]:
-                memcpy(&self._value_data[self.value_used], &b[0], b.shape[0])
-            self.value_used += b.shape[0]
-            self._value_null[i] = 0
-        else:
-            self._value_null[i] = 1
+            if key is not None:
+                b = key
+                if b.shape[0]:
+                    memcpy(&self._key_data[self.key_used], &b[0], b.shape[0])
+                self.key_used += b.shape[0]
+                self._key_null[i] = 0
+            else:
+                self._key_null[i] = 1
+            if value is not None:
+                b = value
+                if b.shape[0]:
+                    memcpy(&self._value_data[self.value_used], &b[0], b.shape[0])
+                self.value_used += b.shape[0]
+                self._value_null[i] = 0
+            else:
+                self._value_null[i] = 1
         if self.with_headers:
             # only legacy messages come this way, and they have no headers
             if <object>rec._headers:

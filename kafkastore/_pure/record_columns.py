@@ -97,8 +97,8 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
     keys, values = [], []
     header_offsets, header_keys, header_values = [0], [], []
     from_source = all(batch is not None and data is None for batch, data in parts)
-    arena = [] if not copy and not from_source else None
-    arena_used = 0
+    # (the one buffer that keys and values of compressed or legacy input are viewed in)
+    arena = bytearray() if not copy and not from_source else None
     # the view layout: (start, length) of each key and value in the data buffer
     spans = {"key": ([], []), "value": ([], [])}
     for batch, data in parts:
@@ -107,24 +107,23 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
             if arena is not None:
                 for rec in recs:
                     for name, part in (("key", rec.key), ("value", rec.value)):
-                        spans[name][0].append(arena_used)
+                        spans[name][0].append(len(arena))
                         spans[name][1].append(0 if part is None else len(part))
                         if part is not None:
-                            arena.append(part)
-                            arena_used += len(part)
+                            arena += part
         else:
             if data is None:
                 if validate:
                     batch.validate()
                 data = batch.payload()
-            recs = list(batch._records(data))
+            recs = batch._records(data)
             if not copy:
+                recs = list(recs)   # (counted for the spans)
                 if arena is None:   # the records section's place in the source
                     base = batch.position + RECORD_BATCH_OVERHEAD
                 else:
-                    base = arena_used
-                    arena.append(bytes(data))
-                    arena_used += len(data)
+                    base = len(arena)
+                    arena += data
                 _record_spans(data, len(recs), base, batch.position, spans)
         for rec in recs:
             offsets.append(rec.offset)
@@ -149,7 +148,7 @@ def decode_columns(buffer, start: int = 0, end: int | None = None, *,
     binary = [("key", keys), ("value", values)]
     if not copy:
         view_data = (np.frombuffer(buffer, dtype=np.uint8) if from_source
-                     else np.frombuffer(b"".join(arena), dtype=np.uint8).copy())
+                     else np.frombuffer(arena, dtype=np.uint8))
         for name, items in binary:
             starts, lengths = spans[name]
             out[name + "_starts"] = np.array(
