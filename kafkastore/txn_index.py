@@ -61,6 +61,7 @@ import struct
 import threading
 from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import islice
 from typing import NamedTuple
 
 import numpy as np
@@ -178,21 +179,13 @@ class _Entries:
         and end the search (empty, complete) iff one's last stable offset reaches the
         bound, which the running maximum tells in one look."""
         entries = self.entries
-        if not entries:
-            return TxnIndexSearchResult([], False)
         start = 0
         if self.ordered:
             start = bisect_left(self.lasts, fetch_offset)
             if start and self.max_lso[start - 1] >= upper_bound_offset:
                 return TxnIndexSearchResult([], True)
-        found = []
-        for k in range(start, len(entries)):
-            txn = entries[k]
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                found.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return TxnIndexSearchResult(found, True)
-        return TxnIndexSearchResult(found, False)
+        return collect_aborted_txns(islice(entries, start, None), fetch_offset,
+                                    upper_bound_offset)
 
 
 _NO_ENTRIES = _Entries(())
