@@ -210,6 +210,25 @@ def test_unknown_tagged_fields_in_a_body_are_skipped():
         "client_software_name": "a", "client_software_version": "b"}
 
 
+def test_a_tagged_field_sent_at_its_default_decodes_as_absent():
+    # Fetch v12: cluster_id is tag 0, a nullable string, default null. A client may send
+    # it null explicitly (01 00 01 00: one field, tag 0, 1 byte, null); Kafka's readers
+    # cannot tell that from absent, so the body is the same and re-encodes to the frame
+    # without it (found by the server_request fuzz target)
+    plain = {"max_wait_ms": 5, "min_bytes": 1, "topics": []}
+    frame = protocol.encode_request(1, 12, 7, "c", plain)
+    assert frame[-1:] == b"\x00"   # no tagged field written
+    header, pos = protocol.read_request_header(memoryview(frame)[4:])
+    without = protocol.decode_request(header, memoryview(frame)[4:], pos)
+    sent_null = bytes(frame[4:-1]) + b"\x01\x00\x01\x00"
+    with_null = protocol.decode_request(header, memoryview(sent_null), pos)
+    assert "cluster_id" not in with_null
+    assert with_null == without
+    # a value other than the default is kept
+    sent_id = bytes(frame[4:-1]) + b"\x01\x00\x02\x02k"
+    assert protocol.decode_request(header, memoryview(sent_id), pos)["cluster_id"] == "k"
+
+
 def test_unknown_api_key_or_version_header_reads_but_body_is_refused():
     for key, version in ((99, 0), (18, 4), (1, 3), (0, 12), (3, 13)):
         golden = struct.pack(">hhi", key, version, 4) + _str16("c") + b"\x00\x00"

@@ -378,7 +378,7 @@ def compile_reader(fields, version: int, flexible: bool) -> Callable:
     tagged = {}
     for f in _present(fields, version):
         if _is_tagged(f, version):
-            tagged[f.tag] = (f.name, _field_reader(f, version, flexible))
+            tagged[f.tag] = (f, _field_reader(f, version, flexible))
             continue
         if f.type in FIXED:
             run.append(f)
@@ -414,7 +414,13 @@ def compile_reader(fields, version: int, flexible: bool) -> Callable:
 def read_tagged(buf, pos: int, end: int, out: dict, tagged: dict) -> int:
     """The tagged fields at the end of a flexible struct (KIP-482): known tags decoded
     into ``out`` (each must fill exactly its declared size), unknown ones skipped, as
-    Kafka's generated readers do (``_unknownTaggedFields``)."""
+    Kafka's generated readers do (``_unknownTaggedFields``). ``tagged`` maps a tag to its
+    field and reader.
+
+    A known field sent at its default is left out of ``out``, as if absent: Kafka's
+    generated objects cannot tell the two apart either (an absent field reads as its
+    default, and the writers leave a default out), so a body decodes the same whichever
+    of the two the client sent, and encodes back to the frame Kafka would write."""
     count, pos = read_uvarint(buf, pos, end)
     for _ in range(count):  # each takes >= 2 bytes: the loop ends with the bytes
         start = pos
@@ -424,11 +430,15 @@ def read_tagged(buf, pos: int, end: int, out: dict, tagged: dict) -> int:
             raise bad(f"tagged field {tag} of {size} bytes past the end of the frame", start)
         known = tagged.get(tag)
         if known is not None:
-            name, reader = known
-            out[name], stop = reader(buf, pos, pos + size)
+            field, reader = known
+            value, stop = reader(buf, pos, pos + size)
             if stop != pos + size:
-                raise bad(f"tagged field {tag} ({name}) has {pos + size - stop} bytes "
-                          "left over", stop)
+                raise bad(f"tagged field {tag} ({field.name}) has {pos + size - stop} "
+                          "bytes left over", stop)
+            if _is_default(field, value):
+                out.pop(field.name, None)  # a repeated tag: the last one wins, as in Kafka
+            else:
+                out[field.name] = value
         pos += size
     return pos
 
