@@ -63,6 +63,7 @@ class Broker:
         self.port = port
         self.extras: dict[str, object] = {}
         self._appended: asyncio.Event | None = None
+        self._stopping = False
         #: host and port clients are told to connect to (``advertised.listeners``, else
         #: the bound address); KafkaServer sets them once bound
         self.advertised_host: str | None = None
@@ -197,15 +198,28 @@ class Broker:
             event.set()
 
     async def wait_for_append(self, timeout_s: float) -> bool:
-        """Wait until the next append anywhere, or ``timeout_s``; True if woken by one."""
-        if timeout_s <= 0:
+        """Wait until the next append anywhere, or ``timeout_s``; True if woken by one.
+        False at once, and for every fetch already waiting, once :meth:`stop_waits` was
+        called: the fetch is then answered with what the log holds, as on its deadline."""
+        if timeout_s <= 0 or self._stopping:
             return False
         if self._appended is None:
             self._appended = asyncio.Event()
         event = self._appended
         try:
             await asyncio.wait_for(event.wait(), timeout_s)
-            return True
         except (asyncio.TimeoutError, TimeoutError):
             return False
+        return not self._stopping
+
+    def stop_waits(self) -> None:
+        """The server is stopping: end every fetch's wait for appends now, and refuse new
+        waits. Kafka's broker drops its parked fetches when it closes the connections;
+        answering them with what the log holds (an expired ``DelayedFetch``) lets each
+        connection close after its answer, at once, instead of after the fetch's
+        ``max_wait_ms`` or the server's ``shutdown_timeout_s``."""
+        self._stopping = True
+        event, self._appended = self._appended, None
+        if event is not None:
+            event.set()
 

@@ -227,7 +227,9 @@ class GroupCoordinator:
 
     def close(self) -> None:
         """Stop the timers (the logs are closed by the server); requests still waiting
-        for a rebalance are answered NOT_COORDINATOR, as Kafka's on unloading a group."""
+        for a rebalance are answered NOT_COORDINATOR, as Kafka's on unloading a group, and
+        so is a JoinGroup or SyncGroup that arrives after. The server calls it as its stop
+        begins, so that a parked request does not hold the stop up."""
         self._closed = True
         if self._expiry is not None:
             self._expiry.cancel()
@@ -624,6 +626,9 @@ class GroupCoordinator:
 
         if not group_id:
             return error(ErrorCode.INVALID_GROUP_ID)
+        if self._closed:
+            # the server is stopping: nothing would complete a rebalance begun now
+            return error(ErrorCode.NOT_COORDINATOR)
         if not (self._cfg("group.min.session.timeout.ms") <= session_ms
                 <= self._cfg("group.max.session.timeout.ms")):
             return error(ErrorCode.INVALID_SESSION_TIMEOUT)
@@ -787,6 +792,8 @@ class GroupCoordinator:
                     "protocol_type": group.protocol_type if group else None,
                     "protocol_name": group.protocol_name if group else None,
                     "assignment": assignment}
+        if self._closed:
+            return answer(ErrorCode.NOT_COORDINATOR)   # the server is stopping
         try:
             member = self._validate_member(group, member_id, request.get("group_instance_id"))
         except _Error as exc:

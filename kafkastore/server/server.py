@@ -20,7 +20,9 @@ no TLS, SASL or ACL here), ``meta.properties`` read or created
 its background tasks started, then the listener bound.
 
 Stopping (``stop()``, SIGTERM, SIGINT): the listener closes (no new connections), idle
-connections close at once, a connection with a request in flight closes once its
+connections close at once, a request parked in the broker is answered at once (a fetch
+waiting for appends with what the log holds, a JoinGroup or SyncGroup waiting for a
+rebalance with NOT_COORDINATOR), a connection with a request in flight closes once its
 response is written (waiting at most ``shutdown_timeout_s``), then the manager closes
 (logs flushed, checkpoints and the clean-shutdown marker written, locks released).
 
@@ -223,6 +225,12 @@ class KafkaServer:
             self._server.close()    # no new connections
         for conn in list(self.connections):
             conn.request_stop()
+        if self.broker is not None:
+            # answer the requests parked in the broker (fetches waiting for appends,
+            # joins and syncs waiting for a rebalance) now: otherwise each would hold
+            # its connection, and so the stop, until its own deadline
+            self.broker.stop_waits()
+            self._close_coordinators()
         tasks = [c.task for c in self.connections if c.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=self.shutdown_timeout_s)
@@ -239,10 +247,12 @@ class KafkaServer:
             stream.close()
         if self._streams:
             await asyncio.wait([s.closed for s in self._streams], timeout=1.0)
-        if self.broker is not None:
-            for coordinator in (self.broker.txn_coordinator, self.broker.group_coordinator):
-                if coordinator is not None:
-                    coordinator.close()
+
+    def _close_coordinators(self) -> None:
+        assert self.broker is not None
+        for coordinator in (self.broker.txn_coordinator, self.broker.group_coordinator):
+            if coordinator is not None:
+                coordinator.close()
 
     def _close_manager(self) -> None:
         if self.manager is not None:
