@@ -11,6 +11,9 @@ KAFKASTORE_REQUIRE_INSTALLED=1
 KAFKASTORE_NO_EXTENSIONS=1
     pure mode (read by kafkastore._kernels); here it only decides whether a missing
     compiled kernel is a skip or a failure.
+KAFKASTORE_TEST_REAL_SYNC=1
+    let fsync, fdatasync and msync reach the disk (see "Device flushes" below; by default
+    the suite skips the wait for the device, not the calls).
 KAFKASTORE_VECTORS
     directory of the Kafka reference vectors (default: ../shared/vectors, else the copy
     in tests/data/vectors; see tests/_vectors.py).
@@ -65,6 +68,35 @@ def env_flag(name: str) -> bool:
 
 PURE_MODE = env_flag("KAFKASTORE_NO_EXTENSIONS")
 IMPORTED_FROM = Path(kafkastore.__file__).resolve().parent
+
+
+# -- device flushes -------------------------------------------------------------------------
+# No test here can observe whether an fsync reached the device: nothing pulls the power.
+# Crash images are made by tests/_logtools.py's FaultFS from what was written and what was
+# fsynced through the seam (kafkastore._fileio), which counts the calls, not the disk; a
+# kill -9 leaves the page cache to the next open. A real flush only makes the disk the
+# bottleneck (a tenth to a fifth of some modules' time on the CI machine), so in this
+# process the calls still happen and still check their argument (a closed descriptor is
+# EBADF, an unmapped range ENOMEM) but do not wait for the device, as PostgreSQL's
+# regression runs do with fsync=off. Processes the tests start (servers, kill-loop
+# children, the CLI) flush for real. KAFKASTORE_TEST_REAL_SYNC=1 turns this off.
+def _skip_device_flushes() -> None:
+    import mmap
+
+    from kafkastore import _fileio
+
+    def flush_nothing(fd: int) -> None:
+        os.fstat(fd)   # what fsync checks before it flushes: an open descriptor
+
+    os.fsync = flush_nothing
+    os.fdatasync = flush_nothing
+    # msync(MS_ASYNC) checks the range as MS_SYNC does and schedules the write-back
+    # (on Linux a no-op: the pages are already in the page cache) without waiting
+    _fileio._MS_SYNC = getattr(mmap, "MS_ASYNC", _fileio._MS_SYNC)
+
+
+if not env_flag("KAFKASTORE_TEST_REAL_SYNC"):
+    _skip_device_flushes()
 
 
 # -- hypothesis profiles ------------------------------------------------------------------
