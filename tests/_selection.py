@@ -43,6 +43,33 @@ SAME_PYTHON = {
     "test_bench_suite.py": "bench",
     "test_bench_tiered.py": "bench",
     "server/test_bench_server.py": "bench",
+    "test_bench_limits.py": "bench",
+    # kafkastore serve end to end: real Kafka clients (librdkafka, kafka-python, aiokafka,
+    # kcat), server processes killed and restarted, sockets, shutdown. What these decide
+    # is the server's side (the wire, the coordinators, sessions, acks, closing); the
+    # record work under them (produce validation, fetch reads and read_committed,
+    # the coordinators' records, recovery) is what test_produce.py, test_fetch.py,
+    # test_offsets.py, test_*_records.py, test_*_coordinator.py and the log tests check
+    # on both backends, and those stay.
+    "server/test_clients_aiokafka.py": "server end to end",
+    "server/test_clients_confluent.py": "server end to end",
+    "server/test_clients_kafka_python.py": "server end to end",
+    "server/test_clients_kcat.py": "server end to end",
+    "server/test_groups_clients.py": "server end to end",
+    "server/test_transactions_clients.py": "server end to end",
+    "server/test_durability.py": "server end to end",
+    "server/test_hostile.py": "server end to end",
+    "server/test_shutdown_sockets.py": "server end to end",
+    "server/test_shutdown_parked.py": "server end to end",
+    "server/test_connection.py": "server end to end",
+    "server/test_connection_loose_ends.py": "server end to end",
+    "server/test_cli_serve.py": "server end to end",
+    "server/test_docs_server.py": "server end to end",
+    "server/test_groups_bench.py": "bench",
+    "server/test_transactions_bench.py": "bench",
+    "server/test_bench_server_cpu.py": "bench",
+    # the test tooling itself: which tests a run selects (pytest in a child process)
+    "test_suite_selection.py": "test tooling",
     # modules that import no kernel (kafkastore._kernels) at all. Not test_public_api.py:
     # whether every exported name resolves depends on the backend's kernels.
     "test_config.py": "no kernel",
@@ -51,6 +78,11 @@ SAME_PYTHON = {
     "tiered/test_crypto.py": "no kernel",
     "tiered/test_manifest.py": "no kernel",
     "tiered/test_chunk_index.py": "no kernel",
+    # the wire codec (kafkastore.server.protocol imports only kafkastore.errors)
+    "server/test_protocol.py": "no kernel",
+    "server/test_protocol_hostile.py": "no kernel",
+    "server/test_protocol_oracles.py": "no kernel",
+    "server/test_protocol_schema.py": "no kernel",
 }
 
 

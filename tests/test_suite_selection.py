@@ -33,7 +33,10 @@ def test_every_same_python_entry_names_a_test_file_or_directory():
     "test_dump.py", "test_dump_txn_snapshot.py", "test_spark_plan.py",
     "test_spark_sink_unit.py", "test_storage_records.py", "test_log_view.py",
     "test_public_api.py", "reliability/test_corruption_sweep.py", "kernels/test_varint.py",
-    "tiered/test_tiered_hostile.py",
+    "tiered/test_tiered_hostile.py", "server/test_fetch.py", "server/test_produce.py",
+    "server/test_offsets.py", "server/test_groups_records.py",
+    "server/test_transactions_coordinator.py", "server/test_protocol_librdkafka.py",
+    "server/test_new_server_test.py",
 ])
 def test_files_not_in_the_table_run_on_both_backends(rel):
     assert same_python_family(TESTS / rel) is None
@@ -45,6 +48,9 @@ def test_files_not_in_the_table_run_on_both_backends(rel):
     ("test_cli_commands.py", "CLI end to end"),
     ("tiered/test_cli_tiered.py", "CLI end to end"),
     ("test_storage_faults.py", "object storage"),
+    ("server/test_clients_confluent.py", "server end to end"),
+    ("server/test_durability.py", "server end to end"),
+    ("server/test_protocol.py", "no kernel"),
 ])
 def test_the_table_marks_files_and_directories(rel, family):
     assert same_python_family(TESTS / rel) == family
