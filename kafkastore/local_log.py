@@ -221,6 +221,7 @@ class LocalLog:
                 f"have log segments in the range {start} to {end}.", offset=offset,
                 path=self.dir)
         committed = max_offset is not None
+        declined = -1   # the position of the segment whose kernel read declined
         if offset < end and (not committed or max_offset == end):
             # the common case in one kernel call: the segment choice (the floor of the
             # offset in ``bases``, Kafka's segments.floorSegment), the index lookup, the
@@ -235,6 +236,7 @@ class LocalLog:
                     found.aborted_transactions = self._aborted_for_fetch(
                         offset, bisect.bisect_right(bases, offset) - 1, found)
                 return found
+            declined = bisect.bisect_right(bases, offset) - 1
         if not committed:
             max_offset = end
         if offset >= max_offset:
@@ -257,7 +259,15 @@ class LocalLog:
                 if i == bound_segment:
                     at = segment.translate_offset(max_offset)
                     max_position = None if at is None else at.position
-            found = segment.read(offset, max_bytes, max_position, min_one_message)
+            if i == declined:
+                # the kernel already declined this segment (a sparse or stale index, an
+                # offset past its data, a corrupt header): whatever made it decline
+                # holds for any max_position, so LogSegment.read would only read the
+                # same window again before its general path
+                found = segment._read_general(offset, max_bytes, max_position,
+                                              min_one_message)
+            else:
+                found = segment.read(offset, max_bytes, max_position, min_one_message)
             if found is not None and committed:
                 found.aborted_transactions = self._aborted_for_fetch(offset, i, found)
             if not locked and segment.log._closed:

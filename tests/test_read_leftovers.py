@@ -1,0 +1,203 @@
+"""The read path's three leftovers (m36-read), each pinned by a count that failed before.
+
+1. A read the kernel (``entry_walk.read_at``) declines is not read again by the same
+   kernel (``LogSegment.read``'s ``read_segment``) before the general path: the segment
+   it declined gets ``LogSegment._read_general``.
+2. A read_committed fetch touches only the ``.txnindex`` files Kafka's
+   ``LocalLog.collectAbortedTransactions`` walk touches: from the segment of the fetch
+   offset upward, until an index says the search is complete; a missing or empty file is
+   never opened on the read path.
+3. The cache of which segments hold aborted transactions is per log: another log's
+   ``.txnindex`` changes never make a log look at its indexes again.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from _helpers import rec, v2_batch
+
+from kafkastore import _fileio, local_log, segment
+from kafkastore._kernels import entry_walk
+from kafkastore.config import LogConfig
+from kafkastore.errors import CorruptRecordError
+from kafkastore.log import Log
+from kafkastore.segment import READ_PLAN
+
+
+def config(interval: int = 1, segment_bytes: int = 2500) -> LogConfig:
+    return LogConfig.from_dict({"segment.bytes": segment_bytes,
+                                "index.interval.bytes": interval, "file.delete.delay.ms": 0})
+
+
+def build(path, seed: int = 36, segments: int = 5, interval: int = 1,
+          segment_bytes: int = 2500) -> Log:
+    """A log of v2 batches of 1-9 records, values of 1-90 bytes, ``segments`` segments."""
+    log = Log.open(str(path), config(interval, segment_bytes))
+    rng = random.Random(seed)
+    while len(log.segments) < segments:
+        log.append([(b"k%d" % i, b"v" * rng.randint(1, 90)) for i in range(rng.randint(1, 9))],
+                   timestamp=1000)
+    return log
+
+
+class CountingFs(_fileio.FileSystem):
+    """The plain file system, counting preads (by descriptor) and opens (by path)."""
+
+    def __init__(self) -> None:
+        self.preads: list[int] = []
+        self.opened: list[str] = []
+
+    def pread(self, fd, size, position):
+        self.preads.append(fd)
+        return super().pread(fd, size, position)
+
+    def open(self, path, flags, mode=0o644):
+        self.opened.append(path)
+        return super().open(path, flags, mode)
+
+
+def counted(action):
+    """``(result or raised error, the CountingFs)`` of ``action()`` through a
+    CountingFs."""
+    fs = CountingFs()
+    old = _fileio.install(fs)
+    try:
+        try:
+            result = action()
+        except CorruptRecordError as exc:
+            result = ("raised", type(exc), str(exc))
+        else:
+            result = None if result is None else (result.position, result.size,
+                                                  result.first_offset,
+                                                  result.first_entry_incomplete,
+                                                  result.to_bytes())
+    finally:
+        _fileio.install(old)
+    return result, fs
+
+
+# -- 1. a declined read ------------------------------------------------------------------
+
+
+def _declined_cases(log: Log, max_sizes=(1, 100, 300)):
+    """The ``(offset, max_size)`` reads below the log end that ``read_at`` declines."""
+    ll = log.local_log
+    out = []
+    for offset in range(log.log_start_offset, log.log_end_offset):
+        for max_size in max_sizes:
+            if entry_walk.read_at(ll.segments, ll.bases, offset, max_size, True, _fileio.fs,
+                                  READ_PLAN) is None:
+                out.append((offset, max_size))
+    return out
+
+
+def _floor(ll, offset: int) -> int:
+    """The position of the segment holding ``offset`` (the last based at or below it)."""
+    return max(k for k, base in enumerate(ll.bases) if base <= offset)
+
+
+def _kernel_entries(monkeypatch):
+    """The segments ``LogSegment.read``'s kernel call is asked for, as a list that grows."""
+    asked = []
+    real = segment._read_segment
+
+    def counting(seg, *args):
+        asked.append(seg)
+        return real(seg, *args)
+
+    monkeypatch.setattr(segment, "_read_segment", counting)
+    return asked
+
+
+def _sparse(tmp_path):
+    # (an index entry every ~30,000 bytes: a read far from an entry needs a longer walk
+    # than the kernel's window of a small read, 8 KiB)
+    return build(tmp_path / "sparse-0", seed=7, segments=2, interval=30000,
+                 segment_bytes=60000)
+
+
+def _gap(tmp_path):
+    # a roll to an offset past the log end leaves offsets no segment holds: a read of
+    # one is past its floor segment's data and goes on to the next segment
+    # (a follower's append, which takes the offsets it is given)
+    log = build(tmp_path / "gap-0", segments=2)
+    gap = log.log_end_offset + 50
+    log.roll(gap)
+    log.append_batches(v2_batch(rec(value=b"after the gap"), count=1, base_offset=gap),
+                       assign_offsets=False)
+    assert log.log_end_offset == gap + 1
+    return log
+
+
+def _corrupt(tmp_path):
+    # a batch's size field made too large: the kernel declines, the general path raises
+    log = build(tmp_path / "corrupt-0", segments=3)
+    seg = log.segments[1]
+    position = seg.read(seg.base_offset + 3, 1, None, True).position
+    with open(seg.log.path, "r+b") as f:
+        f.seek(position + 8)
+        f.write((1 << 30).to_bytes(4, "big"))
+    return log
+
+
+@pytest.mark.parametrize("make", [_sparse, _gap, _corrupt])
+def test_a_declined_segment_is_not_asked_of_the_kernel_again(tmp_path, monkeypatch, make):
+    """Fails where LocalLog.read's loop called LogSegment.read (kernel first) on the
+    segment ``read_at`` had just declined."""
+    log = make(tmp_path)
+    try:
+        cases = _declined_cases(log)
+        assert cases, "the log must have reads the kernel declines"
+        asked = _kernel_entries(monkeypatch)
+        ll = log.local_log
+        for offset, max_size in cases:
+            del asked[:]
+            floor = ll.segments[_floor(ll, offset)]
+            counted(lambda o=offset, m=max_size: log.read(o, m, True))
+            assert floor not in asked, (offset, max_size)
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("make", [_sparse, _gap, _corrupt])
+def test_a_declined_read_costs_the_kernel_once_and_the_general_path(tmp_path, monkeypatch,
+                                                                    make):
+    """The preads a declined read makes of the segment the kernel declined are those of
+    ``read_at`` alone plus those of the general path alone (both kernels forced off),
+    and it answers as the general path does; fails where the loop's LogSegment.read read
+    the window again. (A read that goes on to the next segment reads that one with the
+    kernel, as before.)"""
+    log = make(tmp_path)
+    try:
+        ll = log.local_log
+        cases = _declined_cases(log)
+        assert cases
+        for offset, max_size in cases:
+            fd = ll.segments[_floor(ll, offset)].log._fd
+            fast, fast_fs = counted(lambda o=offset, m=max_size: log.read(o, m, True))
+            _, kernel_fs = counted(lambda o=offset, m=max_size: entry_walk.read_at(
+                ll.segments, ll.bases, o, m, True, _fileio.fs, READ_PLAN))
+            with monkeypatch.context() as m:
+                m.setattr(local_log, "_read_at", lambda *a: None)
+                m.setattr(segment, "_read_segment", lambda *a: None)
+                slow, general_fs = counted(lambda o=offset, s=max_size: log.read(o, s, True))
+            assert fast == slow, (offset, max_size)
+            assert fast_fs.preads.count(fd) == \
+                kernel_fs.preads.count(fd) + general_fs.preads.count(fd), (offset, max_size)
+    finally:
+        log.close()
+
+
+def test_log_segment_read_still_tries_the_kernel_first(tmp_path, monkeypatch):
+    """Other callers of LogSegment.read keep the kernel's common case."""
+    log = build(tmp_path / "p-0", segments=2)
+    try:
+        asked = _kernel_entries(monkeypatch)
+        seg = log.segments[0]
+        assert seg.read(seg.base_offset + 1, 300, None, True).to_bytes()
+        assert asked == [seg]
+    finally:
+        log.close()
