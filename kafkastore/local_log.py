@@ -101,8 +101,9 @@ class LocalLog:
         self.last_flush_ms = time_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
         self.failed: BaseException | None = None
-        # (segments, TransactionIndex.generation, positions of the segments whose
-        # .txnindex holds an entry): see _with_txn_entries
+        # (segments, TransactionIndex.generation, the lowest position looked at, the
+        # positions from it of the segments whose .txnindex holds an entry): see
+        # _with_txn_entries
         self._txn_segments: tuple | None = None
 
     # -- the segment list ----------------------------------------------------------------
@@ -114,11 +115,14 @@ class LocalLog:
             if os.path.exists(path):
                 logger.warning("Newly rolled segment file %s already exists; deleting it first",
                                path)
+        generation = TransactionIndex.generation
         LogSegment.delete_files_if_exist(self.dir, base_offset)
-        return LogSegment.open(self.dir, base_offset, self.config,
-                               init_file_size=self.config.segment_bytes if self.config.preallocate
-                               else 0, preallocate=self.config.preallocate,
-                               time_ms=self.time_ms)
+        segment = LogSegment.open(self.dir, base_offset, self.config,
+                                  init_file_size=self.config.segment_bytes
+                                  if self.config.preallocate else 0,
+                                  preallocate=self.config.preallocate, time_ms=self.time_ms)
+        segment.txn_index.known_size(0, generation)   # (deleted above)
+        return segment
 
     def set_segments(self, segments: Iterable[LogSegment]) -> None:
         """Replace the segment list (sorted here) in one step."""
@@ -294,9 +298,9 @@ class LocalLog:
         No ``.txnindex`` entry from the segment of ``offset`` on (where
         :meth:`collect_aborted_transactions` starts): none, and no bound to look up."""
         segments = self.segments
-        with_entries = self._with_txn_entries(segments)
-        first = bisect.bisect_left(with_entries,
-                                   max(0, bisect.bisect_right(self.bases, offset) - 1))
+        start = max(0, bisect.bisect_right(self.bases, offset) - 1)
+        with_entries = self._with_txn_entries(segments, start)
+        first = bisect.bisect_left(with_entries, start)
         if first == len(with_entries):
             return []
         upper = segments[i].fetch_upper_bound_offset(found.position, found.size)
@@ -317,8 +321,8 @@ class LocalLog:
         if fetch_offset is None:
             fetch_offset = start_offset
         segments = self.segments
-        with_entries = self._with_txn_entries(segments)
         i = max(0, bisect.bisect_right(self.bases, start_offset) - 1)
+        with_entries = self._with_txn_entries(segments, i)
         return self._collect(segments, with_entries, bisect.bisect_left(with_entries, i),
                              fetch_offset, upper_bound_offset)
 
@@ -336,17 +340,28 @@ class LocalLog:
                 break
         return out
 
-    def _with_txn_entries(self, segments) -> tuple[int, ...]:
-        """The positions in ``segments`` of the segments whose ``.txnindex`` holds an
-        entry, ascending; cached for this segment list until an index changes
+    def _with_txn_entries(self, segments, start: int) -> tuple[int, ...]:
+        """The positions in ``segments``, from ``start`` at least, of the segments whose
+        ``.txnindex`` holds an entry, ascending (lower ones may come too: the caller
+        bisects); cached for this segment list until an index changes
         (:attr:`TransactionIndex.generation`, read before the indexes: a change during
-        the look moves it, and the next call looks again)."""
+        the look moves it, and the next call looks again).
+
+        Only the segments from ``start`` up are looked at, as Kafka's
+        ``LocalLog.collectAbortedTransactions`` walks from the segment of the fetch
+        offset up (``segments.higherSegments``) and never reads a lower one; a look
+        asks what each index knows of its size (:meth:`TransactionIndex.has_entries`),
+        which opens no file."""
         generation = TransactionIndex.generation
         cached = self._txn_segments
+        stop, above = len(segments), ()
         if cached is not None and cached[0] is segments and cached[1] == generation:
-            return cached[2]
-        found = tuple(k for k, seg in enumerate(segments) if seg.txn_index.has_entries())
-        self._txn_segments = (segments, generation, found)
+            if start >= cached[2]:
+                return cached[3]
+            stop, above = cached[2], cached[3]
+        found = tuple(k for k in range(start, stop)
+                      if segments[k].txn_index.has_entries()) + above
+        self._txn_segments = (segments, generation, start, found)
         return found
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:

@@ -354,6 +354,9 @@ class LogSegment:
             self._time_index.get().resize(0)
         if txn_index_exists:
             self.txn_index.sanity_check()   # small, and read by Kafka at open too
+        else:
+            # no file in the listing: a read_committed fetch need not look for one
+            self.txn_index.known_size(0, TransactionIndex.generation)
         self._index_check_pending = True
 
     def _check_indexes_once(self) -> None:

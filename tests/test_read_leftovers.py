@@ -25,6 +25,13 @@ from kafkastore.config import LogConfig
 from kafkastore.errors import CorruptRecordError
 from kafkastore.log import Log
 from kafkastore.segment import READ_PLAN
+from kafkastore.txn_index import (
+    ABORTED_TXN_SIZE,
+    AbortedTxn,
+    TransactionIndex,
+    TxnIndexSearchResult,
+    collect_aborted_txns,
+)
 
 
 def config(interval: int = 1, segment_bytes: int = 2500) -> LogConfig:
@@ -201,3 +208,164 @@ def test_log_segment_read_still_tries_the_kernel_first(tmp_path, monkeypatch):
         assert asked == [seg]
     finally:
         log.close()
+
+
+# -- 2. the first read_committed fetch -----------------------------------------------------
+
+
+COMMITTED = "read_committed"
+
+
+def build_txn(path, segments: int = 10) -> Log:
+    """A log of ``segments`` segments where the even ones hold aborted transactions
+    (a ``.txnindex`` with entries) and the odd ones none (no file)."""
+    log = Log.open(str(path), config())
+    seqs = {}
+    while len(log.segments) < segments:
+        n = len(log.segments)
+        log.append([(b"k", b"v" * 40)] * 3, timestamp=1000)
+        if n % 2 == 0:
+            pid = 1 + n % 3
+            seq = seqs.get(pid, 0)
+            log.append([(b"t", b"x" * 30)] * 2, timestamp=1000, producer_id=pid,
+                       producer_epoch=0, base_sequence=seq, is_transactional=True)
+            seqs[pid] = seq + 2
+            log.append_end_txn_marker(pid, 0, "ABORT")
+    log.append([(b"k", b"last")], timestamp=1000)
+    return log
+
+
+def kafka_walk(log: Log, start: int, upper: int):
+    """Kafka's ``LocalLog.collectAbortedTransactions``, from the files: the segments it
+    reads (from the one holding ``start`` up, until an index says complete) and what it
+    collects."""
+    segments = log.segments
+    k = max(i for i, s in enumerate(segments) if s.base_offset <= start)
+    touched, found = [], []
+    for seg in segments[k:]:
+        touched.append(seg)
+        result = collect_aborted_txns(seg.txn_index.all_aborted_txns(), start, upper)
+        found.extend(result.aborted)
+        if result.complete:
+            break
+    return touched, found
+
+
+def _reopened(tmp_path, empty_files: bool = True) -> Log:
+    path = tmp_path / "t-0"
+    log = build_txn(path)
+    log.close()
+    if empty_files:   # zero-length .txnindex files beside some segments without entries
+        for name in sorted(os.listdir(path)):
+            if name.endswith(".log") and int(name[:20]) % 3 == 0:
+                index = path / (name[:20] + ".txnindex")
+                if not index.exists():
+                    index.touch()
+    return Log.open(str(path), config())
+
+
+def _txnindex_opens(fs: CountingFs) -> list[str]:
+    return [p for p in fs.opened if p.endswith(".txnindex")]
+
+
+def test_the_first_committed_fetch_opens_only_what_kafkas_walk_reads(tmp_path):
+    """On a reopened log, the first fetch opens only ``.txnindex`` files of the segments
+    Kafka's walk reads (none below the fetch's segment) that hold entries; fails where
+    the first fetch loaded every segment's index."""
+    log = _reopened(tmp_path)
+    try:
+        segments = log.segments
+        assert len(segments) >= 8
+        fetch = segments[6].base_offset + 1
+        upper = log.log_end_offset
+        touched, want = kafka_walk(log, fetch, upper)
+        got, fs = counted_collect(log, fetch, upper)
+        assert got == want
+        opened = _txnindex_opens(fs)
+        reachable = {s.txn_index.path for s in touched if s.txn_index.all_aborted_txns()}
+        assert set(opened) <= reachable, opened
+        assert len(opened) == len(set(opened))
+    finally:
+        log.close()
+
+
+def counted_collect(log: Log, start: int, upper: int):
+    fs = CountingFs()
+    old = _fileio.install(fs)
+    try:
+        found = log.collect_aborted_transactions(start, upper)
+    finally:
+        _fileio.install(old)
+    return found, fs
+
+
+def test_a_committed_read_opens_no_missing_or_empty_index(tmp_path):
+    """Reads from every offset of a reopened log never open a missing or zero-length
+    ``.txnindex``, nor one below the read's segment; fails where every segment's index
+    was loaded (opened, or tried) on the first read."""
+    log = _reopened(tmp_path)
+    try:
+        bases = [s.base_offset for s in log.segments]
+        empty = {s.txn_index.path for s in log.segments
+                 if not os.path.exists(s.txn_index.path)
+                 or os.path.getsize(s.txn_index.path) == 0}
+        assert len(empty) >= 3 and any(os.path.exists(p) for p in empty)
+        for offset in reversed(range(log.log_start_offset, log.log_end_offset)):
+            fs = CountingFs()
+            old = _fileio.install(fs)
+            try:
+                log.read(offset, 700, False, COMMITTED)
+            finally:
+                _fileio.install(old)
+            floor = max(b for b in bases if b <= offset)
+            for path in _txnindex_opens(fs):
+                assert path not in empty, (offset, path)
+                assert int(os.path.basename(path)[:20]) >= floor, (offset, path)
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("size", [None, 0, ABORTED_TXN_SIZE - 1])
+def test_an_index_knows_it_is_empty_without_opening_its_file(tmp_path, size):
+    """A missing, zero-length or torn-only file: no entry, and neither has_entries nor a
+    search opens it (a stat tells)."""
+    path = tmp_path / "00000000000000000000.txnindex"
+    if size is not None:
+        path.write_bytes(b"\x00" * size)
+    index = TransactionIndex(0, str(path))
+    fs = CountingFs()
+    old = _fileio.install(fs)
+    try:
+        assert index.has_entries() is False
+        assert index.collect_aborted_txns(0, 100) == TxnIndexSearchResult([], False)
+    finally:
+        _fileio.install(old)
+    assert fs.opened == []
+
+
+def test_the_has_entries_fact_follows_every_change(tmp_path):
+    """append, truncate, reset, rename and delete keep the fact (and the search) true."""
+    path = tmp_path / "00000000000000000000.txnindex"
+    index = TransactionIndex(0, str(path))
+    assert not index.has_entries()
+    index.append(AbortedTxn(1, 0, 5, 6))
+    assert index.has_entries()
+    index.append(AbortedTxn(2, 3, 9, 10))
+    assert index.collect_aborted_txns(6, 100).aborted == [AbortedTxn(2, 3, 9, 10)]
+    index.truncate_to(9)
+    assert index.has_entries()
+    assert index.collect_aborted_txns(6, 100).aborted == []
+    index.truncate_to(0)
+    assert not index.has_entries() and os.path.getsize(path) == 0
+    index.append(AbortedTxn(3, 1, 7, 8))
+    index.rename_to(str(path) + ".swap")
+    assert index.has_entries()
+    assert index.collect_aborted_txns(0, 100).aborted == [AbortedTxn(3, 1, 7, 8)]
+    index.reset()
+    assert not index.has_entries()
+    index.append(AbortedTxn(4, 1, 7, 8))
+    # a second object over the same file (a reopen) learns it from the file
+    assert TransactionIndex(0, index.path).has_entries()
+    index.delete_if_exists()
+    assert not index.has_entries()
+    assert not TransactionIndex(0, index.path).has_entries()
