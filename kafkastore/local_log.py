@@ -39,7 +39,7 @@ from kafkastore.segment import (
     max_timestamp_record,
     segment_file,
 )
-from kafkastore.txn_index import AbortedTxn, TransactionIndex
+from kafkastore.txn_index import AbortedTxn, IndexChanges
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "RACE_ERRORS", "LocalLog", "SegmentGone"]
 
@@ -87,7 +87,7 @@ class LocalLog:
 
     __slots__ = ("dir", "config", "time_ms", "segments", "bases", "next_offset",
                  "log_start_offset", "recovery_point", "last_flush_ms", "pending_deletes",
-                 "failed", "_txn_segments")
+                 "failed", "_txn_segments", "_txn_changes")
 
     def __init__(self, directory: str, config: LogConfig, time_ms: Callable[[], int]) -> None:
         self.dir = directory
@@ -101,10 +101,13 @@ class LocalLog:
         self.last_flush_ms = time_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
         self.failed: BaseException | None = None
-        # (segments, TransactionIndex.generation, the lowest position looked at, the
+        # (segments, the count of _txn_changes, the lowest position looked at, the
         # positions from it of the segments whose .txnindex holds an entry): see
         # _with_txn_entries
         self._txn_segments: tuple | None = None
+        # the changes of this log's .txnindex files (set_segments gives it to each):
+        # another log's never invalidate the cache above
+        self._txn_changes = IndexChanges()
 
     # -- the segment list ----------------------------------------------------------------
 
@@ -115,18 +118,21 @@ class LocalLog:
             if os.path.exists(path):
                 logger.warning("Newly rolled segment file %s already exists; deleting it first",
                                path)
-        generation = TransactionIndex.generation
         LogSegment.delete_files_if_exist(self.dir, base_offset)
         segment = LogSegment.open(self.dir, base_offset, self.config,
                                   init_file_size=self.config.segment_bytes
                                   if self.config.preallocate else 0,
                                   preallocate=self.config.preallocate, time_ms=self.time_ms)
-        segment.txn_index.known_size(0, generation)   # (deleted above)
+        # (deleted above; the new index object is nobody else's yet)
+        segment.txn_index.known_size(0, segment.txn_index.change_mark())
         return segment
 
     def set_segments(self, segments: Iterable[LogSegment]) -> None:
         """Replace the segment list (sorted here) in one step."""
         ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
+        changes = self._txn_changes
+        for seg in ordered:   # (before the list is seen: see _with_txn_entries)
+            seg.txn_index.changes = changes
         self.bases = tuple(s.base_offset for s in ordered)
         self.segments = ordered
 
@@ -343,16 +349,18 @@ class LocalLog:
     def _with_txn_entries(self, segments, start: int) -> tuple[int, ...]:
         """The positions in ``segments``, from ``start`` at least, of the segments whose
         ``.txnindex`` holds an entry, ascending (lower ones may come too: the caller
-        bisects); cached for this segment list until an index changes
-        (:attr:`TransactionIndex.generation`, read before the indexes: a change during
-        the look moves it, and the next call looks again).
+        bisects); cached for this segment list until one of its indexes changes (the
+        count of :attr:`_txn_changes`, which :meth:`set_segments` gives to each index of
+        the list, read before the indexes: a change during the look moves it, and the
+        next call looks again; other logs' indexes count elsewhere).
 
         Only the segments from ``start`` up are looked at, as Kafka's
         ``LocalLog.collectAbortedTransactions`` walks from the segment of the fetch
         offset up (``segments.higherSegments``) and never reads a lower one; a look
-        asks what each index knows of its size (:meth:`TransactionIndex.has_entries`),
+        asks what each index knows of its size
+        (:meth:`~kafkastore.txn_index.TransactionIndex.has_entries`),
         which opens no file."""
-        generation = TransactionIndex.generation
+        generation = self._txn_changes.count
         cached = self._txn_segments
         stop, above = len(segments), ()
         if cached is not None and cached[0] is segments and cached[1] == generation:

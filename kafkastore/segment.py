@@ -356,7 +356,7 @@ class LogSegment:
             self.txn_index.sanity_check()   # small, and read by Kafka at open too
         else:
             # no file in the listing: a read_committed fetch need not look for one
-            self.txn_index.known_size(0, TransactionIndex.generation)
+            self.txn_index.known_size(0, self.txn_index.change_mark())
         self._index_check_pending = True
 
     def _check_indexes_once(self) -> None:

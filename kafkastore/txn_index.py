@@ -87,6 +87,7 @@ __all__ = [
     "check_isolation_level",
     "AbortedTransactionFilter",
     "AbortedTxn",
+    "IndexChanges",
     "TransactionIndex",
     "TxnIndexSearchResult",
     "collect_aborted_txns",
@@ -193,19 +194,28 @@ _NO_ENTRIES = _Entries(())
 _LOADED_LOCK = threading.Lock()
 
 
+class IndexChanges:
+    """A count of the changes made to the entries of a set of indexes: one log's
+    (:class:`~kafkastore.local_log.LocalLog` gives it to the indexes of its segments),
+    else one index's own. It moves under ``_LOADED_LOCK``, after each change; a cache
+    of what the indexes hold is good while it has not moved."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class TransactionIndex:
     """The ``.txnindex`` file of the segment based at ``start_offset`` (see the module
     docstring for the format, invariants and thread-safety).
 
     A read_committed read uses the entries as loaded once (``_loaded``): every change
     made through this object updates them (Kafka keeps the file's channel open for the
-    same reason: no open per fetch), and ``generation``, a counter over every index of
-    the process, moves after each change, so that a cache of which segments hold entries
-    (:class:`~kafkastore.local_log.LocalLog`) knows when to look again. The mutations and
-    :meth:`all_aborted_txns` read the file itself."""
-
-    #: moves (under ``_LOADED_LOCK``) after every change of any index's entries
-    generation = 0
+    same reason: no open per fetch), and ``changes`` (:class:`IndexChanges`, one per
+    log: another log's changes never move it) moves after each change, so that a cache
+    of which segments hold entries (:class:`~kafkastore.local_log.LocalLog`) knows when
+    to look again. The mutations and :meth:`all_aborted_txns` read the file itself."""
 
     def __init__(self, start_offset: int, path: str) -> None:
         self.start_offset = start_offset
@@ -217,6 +227,9 @@ class TransactionIndex:
         # whether the file holds a whole entry, None: not known yet (see has_entries);
         # known without opening the file when its size is (known_size)
         self._has_entries: bool | None = None
+        #: the count of changes this index moves: its own until a log gives it the
+        #: log's (LocalLog.set_segments)
+        self.changes = IndexChanges()
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path!r})"
@@ -257,7 +270,7 @@ class TransactionIndex:
             self._loaded = None if entries is None else (
                 _Entries(entries) if entries else _NO_ENTRIES)
             self._has_entries = None if entries is None else bool(entries)
-            TransactionIndex.generation += 1
+            self.changes.count += 1
 
     def has_entries(self) -> bool:
         """Whether the file holds a whole entry, told by its size the first time (a
@@ -280,12 +293,19 @@ class TransactionIndex:
                     self._has_entries = known
         return known
 
-    def known_size(self, size: int, generation: int) -> None:
-        """The file's size as the opener found it (0: no file), when no change of an
-        index was made since ``generation`` was read: :meth:`has_entries` then needs no
-        ``stat``. A change since leaves the fact unknown (a look finds it)."""
+    def change_mark(self) -> tuple[IndexChanges, int]:
+        """What :meth:`known_size` compares: the count of changes now."""
+        changes = self.changes
+        return changes, changes.count
+
+    def known_size(self, size: int, mark: tuple[IndexChanges, int]) -> None:
+        """The file's size as the opener found it (0: no file) when :meth:`change_mark`
+        gave ``mark``: :meth:`has_entries` then needs no ``stat``, unless the index may
+        have changed since (the fact then stays unknown: a look finds it)."""
+        changes, count = mark
         with _LOADED_LOCK:
-            if TransactionIndex.generation == generation and self._has_entries is None:
+            if self.changes is changes and changes.count == count \
+                    and self._has_entries is None:
                 self._has_entries = size >= ABORTED_TXN_SIZE
 
     def collect_aborted_txns(self, fetch_offset: int,
@@ -297,14 +317,14 @@ class TransactionIndex:
     def sanity_check(self) -> None:
         """Kafka's check: every entry's last offset lies in the segment. The file's
         size read for it tells :meth:`has_entries` too."""
-        generation = TransactionIndex.generation
+        mark = self.change_mark()
         data = self._read()
         for txn in parse_aborted_txns(data, self.path):
             if txn.last_offset < self.start_offset:
                 raise CorruptIndexError(
                     f"Last offset of aborted transaction {txn} in index {self.path} is less "
                     f"than start offset {self.start_offset}", path=self.path)
-        self.known_size(len(data), generation)
+        self.known_size(len(data), mark)
 
     @property
     def exists(self) -> bool:

@@ -22,7 +22,7 @@ from _helpers import rec, v2_batch
 from kafkastore import _fileio, local_log, segment
 from kafkastore._kernels import entry_walk
 from kafkastore.config import LogConfig
-from kafkastore.errors import CorruptRecordError
+from kafkastore.errors import CorruptIndexError, CorruptRecordError
 from kafkastore.log import Log
 from kafkastore.segment import READ_PLAN
 from kafkastore.txn_index import (
@@ -369,3 +369,131 @@ def test_the_has_entries_fact_follows_every_change(tmp_path):
     index.delete_if_exists()
     assert not index.has_entries()
     assert not TransactionIndex(0, index.path).has_entries()
+
+
+# -- 3. the cache of segments with entries, per log --------------------------------------
+
+
+def _abort(log: Log, pid: int, seq: int) -> None:
+    log.append([(b"t", b"x" * 30)], timestamp=1000, producer_id=pid, producer_epoch=0,
+               base_sequence=seq, is_transactional=True)
+    log.append_end_txn_marker(pid, 0, "ABORT")
+
+
+def _looks(monkeypatch, directory: str) -> list[str]:
+    """The ``has_entries`` looks at indexes under ``directory``, as a list that grows."""
+    looked = []
+    real = TransactionIndex.has_entries
+
+    def counting(self):
+        if os.path.dirname(self.path) == directory:
+            looked.append(self.path)
+        return real(self)
+
+    monkeypatch.setattr(TransactionIndex, "has_entries", counting)
+    return looked
+
+
+def test_another_logs_abort_does_not_make_a_log_look_again(tmp_path, monkeypatch):
+    """Fails where the count of changes was one for the process: each abort in log B
+    made log A look at every index of its segments again on its next committed read."""
+    a = build_txn(tmp_path / "a-0")
+    b = build(tmp_path / "b-0", segments=2)
+    try:
+        offsets = list(range(a.log_start_offset, a.log_end_offset, 7))
+        want = [a.read(o, 700, False, COMMITTED).aborted_transactions for o in offsets]
+        looked = _looks(monkeypatch, str(tmp_path / "a-0"))
+        for seq, offset in enumerate(offsets):
+            _abort(b, 77, seq)
+            assert a.read(offset, 700, False, COMMITTED).aborted_transactions == \
+                want[seq]
+        assert looked == []
+        # (and B sees its own aborts)
+        assert len(b.collect_aborted_transactions(b.log_start_offset, b.log_end_offset)) \
+            == len(offsets)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_logs_own_changes_still_make_it_look_again(tmp_path, monkeypatch):
+    """An abort, a truncation and a retention delete in the log itself: its next read
+    sees them (against Kafka's walk over the files)."""
+    log = build_txn(tmp_path / "a-0")
+    other = build(tmp_path / "b-0", segments=2)
+    try:
+        def check():
+            for offset in range(log.log_start_offset, log.log_end_offset, 3):
+                upper = log.log_end_offset
+                assert log.collect_aborted_transactions(offset, upper) == \
+                    kafka_walk(log, offset, upper)[1], offset
+        check()
+        looked = _looks(monkeypatch, str(tmp_path / "a-0"))
+        _abort(log, 40, 0)
+        check()
+        assert looked   # (it looked again)
+        _abort(other, 41, 0)
+        cut = log.segments[-3].txn_index.all_aborted_txns()[-1].last_offset \
+            if log.segments[-3].txn_index.all_aborted_txns() else log.segments[-3].base_offset
+        log.truncate_to(cut)
+        check()
+        log.delete_records(log.segments[2].base_offset + 1)
+        from kafkastore.retention import delete_log_start_offset_breached_segments
+        assert delete_log_start_offset_breached_segments(log) >= 1
+        check()
+    finally:
+        log.close()
+        other.close()
+
+
+def test_a_compaction_swap_is_seen(tmp_path):
+    """The cleaner's swap replaces segments and their indexes: the next reads answer from
+    the new ones (against Kafka's walk over the files)."""
+    from kafkastore.cleaner import CleanerConfig, clean
+
+    path = tmp_path / "c-0"
+    conf = LogConfig.from_dict({"segment.bytes": 2500, "index.interval.bytes": 1,
+                                "file.delete.delay.ms": 0, "cleanup.policy": "compact"})
+    log = Log.open(str(path), conf)
+    try:
+        seq = 0
+        for i in range(60):
+            log.append([(b"k%d" % (i % 7), b"v" * 50)], timestamp=1000)
+            if i % 4 == 1:
+                _abort(log, 5, seq)
+                seq += 1
+        log.roll()
+
+        def check():
+            for offset in range(log.log_start_offset, log.log_end_offset, 2):
+                upper = log.log_end_offset
+                assert log.collect_aborted_transactions(offset, upper) == \
+                    kafka_walk(log, offset, upper)[1], offset
+        check()
+        before = [s.txn_index for s in log.segments]
+        clean(log, config=CleanerConfig({"log.cleaner.dedupe.buffer.size": 1 << 20}))
+        assert [s.txn_index for s in log.segments] != before   # (swapped)
+        check()
+    finally:
+        log.close()
+
+
+def test_a_corrupt_entry_raises_on_every_read_and_other_logs_read_on(tmp_path):
+    """A bad version in one log's index raises CorruptIndexError on each read that
+    reaches it (never cached); another log's reads are untouched."""
+    a = build_txn(tmp_path / "a-0")
+    b = build_txn(tmp_path / "b-0")
+    try:
+        want = b.read(b.log_start_offset, 700, False, COMMITTED).aborted_transactions
+        seg = next(s for s in a.segments if s.txn_index.all_aborted_txns())
+        with open(seg.txn_index.path, "r+b") as f:
+            f.write(b"\x7f")
+        seg.txn_index.rename_to(seg.txn_index.path)   # (forget what it loaded)
+        for _ in range(3):
+            with pytest.raises(CorruptIndexError):
+                a.collect_aborted_transactions(seg.base_offset, a.log_end_offset)
+            assert b.read(b.log_start_offset, 700, False, COMMITTED).aborted_transactions \
+                == want
+    finally:
+        a.close()
+        b.close()
