@@ -23,7 +23,9 @@ from kafkastore import _fileio, local_log, segment
 from kafkastore._kernels import entry_walk
 from kafkastore.config import LogConfig
 from kafkastore.errors import CorruptIndexError, CorruptRecordError
+from kafkastore.cleaner import CleanerConfig, clean
 from kafkastore.log import Log
+from kafkastore.retention import delete_log_start_offset_breached_segments
 from kafkastore.segment import READ_PLAN
 from kafkastore.txn_index import (
     ABORTED_TXN_SIZE,
@@ -251,6 +253,14 @@ def kafka_walk(log: Log, start: int, upper: int):
     return touched, found
 
 
+def check_against_walk(log: Log) -> None:
+    """Every fetch offset's aborted transactions up to the log end are Kafka's walk's."""
+    upper = log.log_end_offset
+    for offset in range(log.log_start_offset, upper):
+        assert log.collect_aborted_transactions(offset, upper) == \
+            kafka_walk(log, offset, upper)[1], offset
+
+
 def _reopened(tmp_path, empty_files: bool = True) -> Log:
     path = tmp_path / "t-0"
     log = build_txn(path)
@@ -422,25 +432,19 @@ def test_a_logs_own_changes_still_make_it_look_again(tmp_path, monkeypatch):
     log = build_txn(tmp_path / "a-0")
     other = build(tmp_path / "b-0", segments=2)
     try:
-        def check():
-            for offset in range(log.log_start_offset, log.log_end_offset, 3):
-                upper = log.log_end_offset
-                assert log.collect_aborted_transactions(offset, upper) == \
-                    kafka_walk(log, offset, upper)[1], offset
-        check()
+        check_against_walk(log)
         looked = _looks(monkeypatch, str(tmp_path / "a-0"))
         _abort(log, 40, 0)
-        check()
+        check_against_walk(log)
         assert looked   # (it looked again)
         _abort(other, 41, 0)
-        cut = log.segments[-3].txn_index.all_aborted_txns()[-1].last_offset \
-            if log.segments[-3].txn_index.all_aborted_txns() else log.segments[-3].base_offset
-        log.truncate_to(cut)
-        check()
+        # a cut at the marker of a segment's last abort: its index loses that entry
+        seg = next(s for s in reversed(log.segments[:-1]) if s.txn_index.all_aborted_txns())
+        log.truncate_to(seg.txn_index.all_aborted_txns()[-1].last_offset)
+        check_against_walk(log)
         log.delete_records(log.segments[2].base_offset + 1)
-        from kafkastore.retention import delete_log_start_offset_breached_segments
         assert delete_log_start_offset_breached_segments(log) >= 1
-        check()
+        check_against_walk(log)
     finally:
         log.close()
         other.close()
@@ -449,8 +453,6 @@ def test_a_logs_own_changes_still_make_it_look_again(tmp_path, monkeypatch):
 def test_a_compaction_swap_is_seen(tmp_path):
     """The cleaner's swap replaces segments and their indexes: the next reads answer from
     the new ones (against Kafka's walk over the files)."""
-    from kafkastore.cleaner import CleanerConfig, clean
-
     path = tmp_path / "c-0"
     conf = LogConfig.from_dict({"segment.bytes": 2500, "index.interval.bytes": 1,
                                 "file.delete.delay.ms": 0, "cleanup.policy": "compact"})
@@ -463,17 +465,11 @@ def test_a_compaction_swap_is_seen(tmp_path):
                 _abort(log, 5, seq)
                 seq += 1
         log.roll()
-
-        def check():
-            for offset in range(log.log_start_offset, log.log_end_offset, 2):
-                upper = log.log_end_offset
-                assert log.collect_aborted_transactions(offset, upper) == \
-                    kafka_walk(log, offset, upper)[1], offset
-        check()
+        check_against_walk(log)
         before = [s.txn_index for s in log.segments]
         clean(log, config=CleanerConfig({"log.cleaner.dedupe.buffer.size": 1 << 20}))
         assert [s.txn_index for s in log.segments] != before   # (swapped)
-        check()
+        check_against_walk(log)
     finally:
         log.close()
 
