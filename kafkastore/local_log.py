@@ -39,7 +39,7 @@ from kafkastore.segment import (
     max_timestamp_record,
     segment_file,
 )
-from kafkastore.txn_index import AbortedTxn, TransactionIndex
+from kafkastore.txn_index import AbortedTxn, IndexChanges
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "RACE_ERRORS", "LocalLog", "SegmentGone"]
 
@@ -87,7 +87,7 @@ class LocalLog:
 
     __slots__ = ("dir", "config", "time_ms", "segments", "bases", "next_offset",
                  "log_start_offset", "recovery_point", "last_flush_ms", "pending_deletes",
-                 "failed", "_txn_segments")
+                 "failed", "_txn_segments", "_txn_changes")
 
     def __init__(self, directory: str, config: LogConfig, time_ms: Callable[[], int]) -> None:
         self.dir = directory
@@ -101,9 +101,13 @@ class LocalLog:
         self.last_flush_ms = time_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
         self.failed: BaseException | None = None
-        # (segments, TransactionIndex.generation, positions of the segments whose
-        # .txnindex holds an entry): see _with_txn_entries
+        # (segments, the count of _txn_changes, the lowest position looked at, the
+        # positions from it of the segments whose .txnindex holds an entry): see
+        # _with_txn_entries
         self._txn_segments: tuple | None = None
+        # the changes of this log's .txnindex files (set_segments gives it to each):
+        # another log's never invalidate the cache above
+        self._txn_changes = IndexChanges()
 
     # -- the segment list ----------------------------------------------------------------
 
@@ -115,14 +119,20 @@ class LocalLog:
                 logger.warning("Newly rolled segment file %s already exists; deleting it first",
                                path)
         LogSegment.delete_files_if_exist(self.dir, base_offset)
-        return LogSegment.open(self.dir, base_offset, self.config,
-                               init_file_size=self.config.segment_bytes if self.config.preallocate
-                               else 0, preallocate=self.config.preallocate,
-                               time_ms=self.time_ms)
+        segment = LogSegment.open(self.dir, base_offset, self.config,
+                                  init_file_size=self.config.segment_bytes
+                                  if self.config.preallocate else 0,
+                                  preallocate=self.config.preallocate, time_ms=self.time_ms)
+        # (deleted above; the new index object is nobody else's yet)
+        segment.txn_index.known_size(0, segment.txn_index.change_mark())
+        return segment
 
     def set_segments(self, segments: Iterable[LogSegment]) -> None:
         """Replace the segment list (sorted here) in one step."""
         ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
+        changes = self._txn_changes
+        for seg in ordered:   # (before the list is seen: see _with_txn_entries)
+            seg.txn_index.changes = changes
         self.bases = tuple(s.base_offset for s in ordered)
         self.segments = ordered
 
@@ -221,6 +231,7 @@ class LocalLog:
                 f"have log segments in the range {start} to {end}.", offset=offset,
                 path=self.dir)
         committed = max_offset is not None
+        declined = -1   # the position of the segment whose kernel read declined
         if offset < end and (not committed or max_offset == end):
             # the common case in one kernel call: the segment choice (the floor of the
             # offset in ``bases``, Kafka's segments.floorSegment), the index lookup, the
@@ -235,6 +246,7 @@ class LocalLog:
                     found.aborted_transactions = self._aborted_for_fetch(
                         offset, bisect.bisect_right(bases, offset) - 1, found)
                 return found
+            declined = bisect.bisect_right(bases, offset) - 1
         if not committed:
             max_offset = end
         if offset >= max_offset:
@@ -257,7 +269,15 @@ class LocalLog:
                 if i == bound_segment:
                     at = segment.translate_offset(max_offset)
                     max_position = None if at is None else at.position
-            found = segment.read(offset, max_bytes, max_position, min_one_message)
+            if i == declined:
+                # the kernel already declined this segment (a sparse or stale index, an
+                # offset past its data, a corrupt header): whatever made it decline
+                # holds for any max_position, so LogSegment.read would only read the
+                # same window again before its general path
+                found = segment._read_general(offset, max_bytes, max_position,
+                                              min_one_message)
+            else:
+                found = segment.read(offset, max_bytes, max_position, min_one_message)
             if found is not None and committed:
                 found.aborted_transactions = self._aborted_for_fetch(offset, i, found)
             if not locked and segment.log._closed:
@@ -284,9 +304,9 @@ class LocalLog:
         No ``.txnindex`` entry from the segment of ``offset`` on (where
         :meth:`collect_aborted_transactions` starts): none, and no bound to look up."""
         segments = self.segments
-        with_entries = self._with_txn_entries(segments)
-        first = bisect.bisect_left(with_entries,
-                                   max(0, bisect.bisect_right(self.bases, offset) - 1))
+        start = max(0, bisect.bisect_right(self.bases, offset) - 1)
+        with_entries = self._with_txn_entries(segments, start)
+        first = bisect.bisect_left(with_entries, start)
         if first == len(with_entries):
             return []
         upper = segments[i].fetch_upper_bound_offset(found.position, found.size)
@@ -307,8 +327,8 @@ class LocalLog:
         if fetch_offset is None:
             fetch_offset = start_offset
         segments = self.segments
-        with_entries = self._with_txn_entries(segments)
         i = max(0, bisect.bisect_right(self.bases, start_offset) - 1)
+        with_entries = self._with_txn_entries(segments, i)
         return self._collect(segments, with_entries, bisect.bisect_left(with_entries, i),
                              fetch_offset, upper_bound_offset)
 
@@ -326,17 +346,30 @@ class LocalLog:
                 break
         return out
 
-    def _with_txn_entries(self, segments) -> tuple[int, ...]:
-        """The positions in ``segments`` of the segments whose ``.txnindex`` holds an
-        entry, ascending; cached for this segment list until an index changes
-        (:attr:`TransactionIndex.generation`, read before the indexes: a change during
-        the look moves it, and the next call looks again)."""
-        generation = TransactionIndex.generation
+    def _with_txn_entries(self, segments, start: int) -> tuple[int, ...]:
+        """The positions in ``segments``, from ``start`` at least, of the segments whose
+        ``.txnindex`` holds an entry, ascending (lower ones may come too: the caller
+        bisects); cached for this segment list until one of its indexes changes (the
+        count of :attr:`_txn_changes`, which :meth:`set_segments` gives to each index of
+        the list, read before the indexes: a change during the look moves it, and the
+        next call looks again; other logs' indexes count elsewhere).
+
+        Only the segments from ``start`` up are looked at, as Kafka's
+        ``LocalLog.collectAbortedTransactions`` walks from the segment of the fetch
+        offset up (``segments.higherSegments``) and never reads a lower one; a look
+        asks what each index knows of its size
+        (:meth:`~kafkastore.txn_index.TransactionIndex.has_entries`),
+        which opens no file."""
+        generation = self._txn_changes.count
         cached = self._txn_segments
+        stop, above = len(segments), ()
         if cached is not None and cached[0] is segments and cached[1] == generation:
-            return cached[2]
-        found = tuple(k for k, seg in enumerate(segments) if seg.txn_index.has_entries())
-        self._txn_segments = (segments, generation, found)
+            if start >= cached[2]:
+                return cached[3]
+            stop, above = cached[2], cached[3]
+        found = tuple(k for k in range(start, stop)
+                      if segments[k].txn_index.has_entries()) + above
+        self._txn_segments = (segments, generation, start, found)
         return found
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:

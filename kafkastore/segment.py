@@ -354,6 +354,9 @@ class LogSegment:
             self._time_index.get().resize(0)
         if txn_index_exists:
             self.txn_index.sanity_check()   # small, and read by Kafka at open too
+        else:
+            # no file in the listing: a read_committed fetch need not look for one
+            self.txn_index.known_size(0, self.txn_index.change_mark())
         self._index_check_pending = True
 
     def _check_indexes_once(self) -> None:
@@ -476,18 +479,26 @@ class LogSegment:
         ``min_one_message``) and ends before ``max_position`` (default: the
         segment's size).
         """
-        if max_size < 0:
-            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
         # the common case in one kernel call: the index lookup and the header check of
         # the batch it points at, on one pread that usually also holds the data (Kafka's
         # LogSegment.read: offsetIndex.lookup, then FileRecords.searchForOffsetWithSize
-        # from the entry's position)
+        # from the entry's position); the kernel declines a negative max_size, which
+        # the general path refuses
         found = _read_segment(self, start_offset, max_size, max_position, min_one_message,
                               _fileio.fs, READ_PLAN)
         if found is not None:
             return found
-        # the general path: a walk of the headers from the entry (and the errors of a
-        # closed index or file, a sparse index, a corrupt size field)
+        return self._read_general(start_offset, max_size, max_position, min_one_message)
+
+    def _read_general(self, start_offset: int, max_size: int, max_position: int | None,
+                      min_one_message: bool) -> LogSlice | None:
+        """:meth:`read` without the kernel: a walk of the headers from the index entry
+        (and the errors of a closed index or file, a sparse index, a corrupt size
+        field). :class:`~kafkastore.local_log.LocalLog`'s read calls it for the segment
+        whose kernel read (``read_at``) already declined, so that the window is not
+        read a second time by the same kernel."""
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
         log = self.log
         if max_position is None:
             max_position = log._size

@@ -87,6 +87,7 @@ __all__ = [
     "check_isolation_level",
     "AbortedTransactionFilter",
     "AbortedTxn",
+    "IndexChanges",
     "TransactionIndex",
     "TxnIndexSearchResult",
     "collect_aborted_txns",
@@ -193,19 +194,28 @@ _NO_ENTRIES = _Entries(())
 _LOADED_LOCK = threading.Lock()
 
 
+class IndexChanges:
+    """A count of the changes made to the entries of a set of indexes: one log's
+    (:class:`~kafkastore.local_log.LocalLog` gives it to the indexes of its segments),
+    else one index's own. It moves under ``_LOADED_LOCK``, after each change; a cache
+    of what the indexes hold is good while it has not moved."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class TransactionIndex:
     """The ``.txnindex`` file of the segment based at ``start_offset`` (see the module
     docstring for the format, invariants and thread-safety).
 
     A read_committed read uses the entries as loaded once (``_loaded``): every change
     made through this object updates them (Kafka keeps the file's channel open for the
-    same reason: no open per fetch), and ``generation``, a counter over every index of
-    the process, moves after each change, so that a cache of which segments hold entries
-    (:class:`~kafkastore.local_log.LocalLog`) knows when to look again. The mutations and
-    :meth:`all_aborted_txns` read the file itself."""
-
-    #: moves (under ``_LOADED_LOCK``) after every change of any index's entries
-    generation = 0
+    same reason: no open per fetch), and ``changes`` (:class:`IndexChanges`, one per
+    log: another log's changes never move it) moves after each change, so that a cache
+    of which segments hold entries (:class:`~kafkastore.local_log.LocalLog`) knows when
+    to look again. The mutations and :meth:`all_aborted_txns` read the file itself."""
 
     def __init__(self, start_offset: int, path: str) -> None:
         self.start_offset = start_offset
@@ -214,6 +224,12 @@ class TransactionIndex:
         self._last_known = False        # _last_offset read from the file yet
         self._dirty = False             # written since the last fsync
         self._loaded: _Entries | None = None   # the entries as loaded, None: not yet
+        # whether the file holds a whole entry, None: not known yet (see has_entries);
+        # known without opening the file when its size is (known_size)
+        self._has_entries: bool | None = None
+        #: the count of changes this index moves: its own until a log gives it the
+        #: log's (LocalLog.set_segments)
+        self.changes = IndexChanges()
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path!r})"
@@ -229,30 +245,68 @@ class TransactionIndex:
         return parse_aborted_txns(self._read(), self.path)
 
     def loaded(self) -> _Entries:
-        """The entries, read from the file on the first call only (a missing file has
-        none); a bad entry raises :class:`~kafkastore.errors.CorruptIndexError` each
-        time, as the file's read does, and is never cached."""
+        """The entries, read from the file on the first call only (a missing or empty
+        file has none, and one known to be so is not opened); a bad entry raises
+        :class:`~kafkastore.errors.CorruptIndexError` each time, as the file's read
+        does, and is never cached."""
         found = self._loaded
         if found is None:
             with _LOADED_LOCK:
                 found = self._loaded
                 if found is None:
-                    entries = parse_aborted_txns(self._read(), self.path)
-                    found = _Entries(entries) if entries else _NO_ENTRIES
+                    if self._has_entries is False:
+                        found = _NO_ENTRIES
+                    else:
+                        entries = parse_aborted_txns(self._read(), self.path)
+                        found = _Entries(entries) if entries else _NO_ENTRIES
+                        self._has_entries = bool(entries)
                     self._loaded = found
         return found
 
     def _changed(self, entries) -> None:
-        """After a change of the file: its entries now (None: read them again when
-        needed), and the generation moves."""
+        """After a change of the file: its entries now (None: not known, read them
+        again when needed), and the generation moves."""
         with _LOADED_LOCK:
             self._loaded = None if entries is None else (
                 _Entries(entries) if entries else _NO_ENTRIES)
-            TransactionIndex.generation += 1
+            self._has_entries = None if entries is None else bool(entries)
+            self.changes.count += 1
 
     def has_entries(self) -> bool:
-        """Whether the index holds an entry (loading it on the first call)."""
-        return bool(self.loaded().entries)
+        """Whether the file holds a whole entry, told by its size the first time (a
+        ``stat``, never an open: a missing or empty file is not opened) unless it is
+        known already (loaded, changed through this object, or :meth:`known_size`).
+        A file of whole entries with a bad one has entries: its search raises."""
+        known = self._has_entries
+        if known is None:
+            with _LOADED_LOCK:   # (a change during the look waits: the fact is its own)
+                known = self._has_entries
+                if known is None:
+                    loaded = self._loaded
+                    if loaded is not None:
+                        known = bool(loaded.entries)
+                    else:
+                        try:
+                            known = os.stat(self.path).st_size >= ABORTED_TXN_SIZE
+                        except FileNotFoundError:
+                            known = False
+                    self._has_entries = known
+        return known
+
+    def change_mark(self) -> tuple[IndexChanges, int]:
+        """What :meth:`known_size` compares: the count of changes now."""
+        changes = self.changes
+        return changes, changes.count
+
+    def known_size(self, size: int, mark: tuple[IndexChanges, int]) -> None:
+        """The file's size as the opener found it (0: no file) when :meth:`change_mark`
+        gave ``mark``: :meth:`has_entries` then needs no ``stat``, unless the index may
+        have changed since (the fact then stays unknown: a look finds it)."""
+        changes, count = mark
+        with _LOADED_LOCK:
+            if self.changes is changes and changes.count == count \
+                    and self._has_entries is None:
+                self._has_entries = size >= ABORTED_TXN_SIZE
 
     def collect_aborted_txns(self, fetch_offset: int,
                              upper_bound_offset: int) -> TxnIndexSearchResult:
@@ -261,12 +315,16 @@ class TransactionIndex:
         return self.loaded().collect(fetch_offset, upper_bound_offset)
 
     def sanity_check(self) -> None:
-        """Kafka's check: every entry's last offset lies in the segment."""
-        for txn in self.all_aborted_txns():
+        """Kafka's check: every entry's last offset lies in the segment. The file's
+        size read for it tells :meth:`has_entries` too."""
+        mark = self.change_mark()
+        data = self._read()
+        for txn in parse_aborted_txns(data, self.path):
             if txn.last_offset < self.start_offset:
                 raise CorruptIndexError(
                     f"Last offset of aborted transaction {txn} in index {self.path} is less "
                     f"than start offset {self.start_offset}", path=self.path)
+        self.known_size(len(data), mark)
 
     @property
     def exists(self) -> bool:
@@ -313,11 +371,13 @@ class TransactionIndex:
         """Drop the entries from the first one whose last offset is ``>= offset``."""
         data = self._read()
         last = None
-        for i, txn in enumerate(parse_aborted_txns(data, self.path)):
+        entries = parse_aborted_txns(data, self.path)
+        for i, txn in enumerate(entries):
             if txn.last_offset >= offset:
                 self._ftruncate(i * ABORTED_TXN_SIZE)
                 self._last_offset, self._last_known = last, True
-                self._changed(None)
+                # (the entries kept are the file's now: a reader need not read it)
+                self._changed(entries[:i])
                 return
             last = txn.last_offset
 
@@ -364,10 +424,13 @@ class TransactionIndex:
 
     def delete_if_exists(self) -> bool:
         self._last_offset, self._last_known, self._dirty = None, True, False
+        gone = None
         try:
-            return _fileio.fs.unlink(self.path)
+            existed = _fileio.fs.unlink(self.path)
+            gone = ()   # no file now: no entry
+            return existed
         finally:
-            self._changed(None)
+            self._changed(gone)
 
 
 # -- reading committed data ---------------------------------------------------------

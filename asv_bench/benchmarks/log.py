@@ -290,6 +290,86 @@ class LogReadCommitted(LogRandomRead):
         self.log.read(self.offsets[self.i], self.size, False, self.isolation).to_bytes()
 
 
+class LogReadLeftovers(_LogBenchmark):
+    """The read path's leftovers (m36-read), each small:
+
+    * ``committed_beside_aborts``: a read_committed read of a 10-segment log right after
+      another log's abort (before m36-read every log's cache of which segments hold
+      aborted transactions was dropped by any log's change); ``abort_only`` is that
+      abort alone, the part to take away;
+    * ``declined_read``: a random read with a sparse index (an entry every 64 KiB), which
+      the kernel declines and the general path serves;
+    * ``first_committed_fetch``: the first read_committed read of a freshly opened log of
+      10 segments, half with aborted transactions, from its eighth segment (one sample,
+      one fresh open each: ``number`` is 1)."""
+
+    params = (["committed_beside_aborts", "abort_only", "declined_read",
+               "first_committed_fetch"],)
+    param_names = ["case"]
+    number = 1
+    repeat = (10, 40, 30.0)
+
+    def setup(self, case):
+        from kafkastore.config import LogConfig
+        from kafkastore.log import Log
+
+        directory = self._dir()
+        rng = random.Random(0)
+        self.i = 0
+        if case == "declined_read":
+            config = LogConfig.from_dict({"segment.bytes": 1 << 20,
+                                          "index.interval.bytes": 64 << 10})
+            self.log = Log.open(os.path.join(directory, "s-0"), config)
+            while len(self.log.segments) < 4:
+                self.log.append([(b"k%d" % i, b"v" * 100) for i in range(20)],
+                                timestamp=BASE_TIMESTAMP)
+            self.offsets = [rng.randrange(self.log.log_end_offset) for _ in range(4096)]
+            self.op = lambda o: self.log.read(o, 100, True)
+            return
+        config = LogConfig.from_dict({"segment.bytes": 20_000})
+        path = os.path.join(directory, "a-0")
+        log = Log.open(path, config)
+        seq = 0
+        while len(log.segments) < 10:
+            log.append([(b"k", b"v" * 100)] * 10, timestamp=BASE_TIMESTAMP)
+            if len(log.segments) % 2 == 0:
+                log.append([(b"t", b"x")], timestamp=BASE_TIMESTAMP, producer_id=3,
+                           producer_epoch=0, base_sequence=seq, is_transactional=True)
+                seq += 1
+                log.append_end_txn_marker(3, 0, "ABORT")
+        log.close()
+        self.log = Log.open(path, config)
+        if case == "first_committed_fetch":
+            offset = self.log.segments[7].base_offset + 1
+            self.op = lambda o: self.log.read(offset, 1000, False, "read_committed")
+            self.offsets = [0] * 4096
+            return
+        other = self.other = Log.open(os.path.join(directory, "b-0"), config)
+        self.offsets = [rng.randrange(self.log.log_end_offset) for _ in range(4096)]
+        sequence = [0]
+
+        def abort():
+            other.append([(b"t", b"x")], timestamp=BASE_TIMESTAMP, producer_id=9,
+                         producer_epoch=0, base_sequence=sequence[0], is_transactional=True)
+            sequence[0] += 1
+            other.append_end_txn_marker(9, 0, "ABORT")
+
+        if case == "abort_only":
+            self.op = lambda o: abort()
+        else:
+            self.op = lambda o: (abort(), self.log.read(o, 1000, False, "read_committed"))
+
+    def teardown(self, case):
+        for log in (getattr(self, "log", None), getattr(self, "other", None)):
+            if log is not None:
+                log.close()
+        super().teardown(case)
+
+    def time_read(self, case):
+        self.i = (self.i + 1) & 4095
+        self.op(self.offsets[self.i])
+
+
 class LogRecovery(_LogBenchmark):
     """Rebuild the indexes of a segment from its ``.log`` (CRC scan) vs ``crc32c`` of its bytes."""
 
