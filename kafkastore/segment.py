@@ -651,17 +651,15 @@ class LogSegment:
         if producer_state is not None:
             self.txn_index.reset()
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
-        base = self.base_offset
-        last_time = time_index.last_entry
         # the rebuild's running state (index_search.REBUILD_STATE_SLOTS): bytes so far,
         # bytes at the last index entry, the largest timestamp and its offset, then each
         # index's count, limit and last entry (is_full: max_entries for the offset index,
-        # max_entries - 1 for the time index, whose last slot is kept)
-        state = np.array([0, 0, NO_TIMESTAMP, base,
-                          offset_index.entries, offset_index.max_entries,
-                          offset_index.last_offset,
-                          time_index.entries, time_index.max_entries - 1,
-                          last_time.timestamp, last_time.offset], dtype=np.int64)
+        # max_entries - 1 for the time index, whose last slot is kept); the counts and
+        # last entries from the indexes themselves (_load_index_slots)
+        state = np.array([0, 0, NO_TIMESTAMP, self.base_offset,
+                          0, offset_index.max_entries, 0,
+                          0, time_index.max_entries - 1, 0, 0], dtype=np.int64)
+        self._load_index_slots(state, offset_index, time_index)
         try:
             for _buf, chunk_pos, scan in self.log.scan_chunks(0):
                 self._index_chunk(scan, chunk_pos, state, offset_index, time_index)
@@ -736,7 +734,14 @@ class LogSegment:
             if not time_index.is_full():
                 time_index.maybe_append(int(state[_S_MAX_TS]), int(state[_S_MAX_OFF]))
             state[_S_LAST_ENTRY] = valid
+            # the kernel's next run starts from what these appends left (without an
+            # entry the indexes hold what the last commit_appended gave them: no copy)
+            self._load_index_slots(state, offset_index, time_index)
         state[_S_VALID] = valid + size
+
+    @staticmethod
+    def _load_index_slots(state, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+        """The rebuild ``state``'s count and last entry of each index, from the index."""
         last_time = time_index.last_entry
         state[_S_O_ENTRIES], state[_S_O_LAST] = offset_index.entries, offset_index.last_offset
         state[_S_T_ENTRIES] = time_index.entries
