@@ -295,18 +295,15 @@ class RecordColumns:
         return self.key_offsets is None
 
     def key(self, i: int) -> bytes | None:
-        """Record ``i``'s key as bytes (None when null)."""
-        if self.is_view:
-            return self._view_item(self.key_data, self.key_starts, self.key_lengths,
-                                   self.key_null, i)
-        return self._item(self.key_data, self.key_offsets, self.key_null, i)
+        """Record ``i``'s key as bytes (None when null); a negative ``i`` counts from
+        the end. Raises IndexError out of range."""
+        return self._item(self._row(i), self.key_data, self.key_null, self.key_offsets,
+                          self.key_starts, self.key_lengths)
 
     def value(self, i: int) -> bytes | None:
-        """Record ``i``'s value as bytes (None when null)."""
-        if self.is_view:
-            return self._view_item(self.value_data, self.value_starts, self.value_lengths,
-                                   self.value_null, i)
-        return self._item(self.value_data, self.value_offsets, self.value_null, i)
+        """Record ``i``'s value as bytes (None when null); ``i`` as :meth:`key` takes it."""
+        return self._item(self._row(i), self.value_data, self.value_null, self.value_offsets,
+                          self.value_starts, self.value_lengths)
 
     def contiguous(self) -> RecordColumns:
         """These columns in the copy layout (self if already in it).
@@ -340,11 +337,7 @@ class RecordColumns:
         """
         if self.header_offsets is None:
             raise ValueError("headers were not decoded: pass headers=True to decode_columns")
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"record {i} out of range for {n} records")
+        i = self._row(i)
         key_offsets, key_data = self.header_key_offsets, self.header_key_data
         value_offsets, value_data = self.header_value_offsets, self.header_value_data
         value_null = self.header_value_null
@@ -357,18 +350,26 @@ class RecordColumns:
             out.append((key, value))
         return tuple(out)
 
-    @staticmethod
-    def _item(data, offsets, null, i):
-        if null[i]:
-            return None
-        return data[offsets[i]:offsets[i + 1]].tobytes()
+    def _row(self, i: int) -> int:
+        """Record number ``i`` checked, counted from the end when negative (as a list's)."""
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} out of range for {n} records")
+        return i
 
     @staticmethod
-    def _view_item(data, starts, lengths, null, i):
+    def _item(i, data, null, offsets, starts, lengths):
+        """Record ``i``'s bytes in ``data``, None when ``null``: its span from the copy
+        layout's ``offsets`` or, in the view layout (``offsets`` None), from ``starts`` and
+        ``lengths`` (the one difference between the layouts)."""
         if null[i]:
             return None
-        start = int(starts[i])
-        return data[start:start + int(lengths[i])].tobytes()
+        if offsets is None:
+            start = int(starts[i])
+            return data[start:start + int(lengths[i])].tobytes()
+        return data[offsets[i]:offsets[i + 1]].tobytes()
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table``, the keys' and values' bytes not copied.

@@ -305,6 +305,20 @@ class LogSegment:
                    config.random_segment_jitter(), now_ms, time_ms=time_ms,
                    txn_index=txn_index)
 
+    def _active_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """The offset and the time index, as the properties give them (checked first if a
+        check is pending, loaded on first use), in one call: the append path's way to them
+        (:meth:`append`, :meth:`needs_roll`), which asks on every append."""
+        if self._index_check_pending:
+            self._check_indexes_once()
+        offset_index = self._offset_index._index
+        time_index = self._time_index._index
+        if offset_index is None or time_index is None:
+            # not loaded yet: _LazyIndex.get() opens them (the loaded ones are read in
+            # place above, no call)
+            return self._offset_index.get(), self._time_index.get()
+        return offset_index, time_index
+
     @property
     def offset_index(self) -> OffsetIndex:
         if self._index_check_pending:
@@ -438,15 +452,9 @@ class LogSegment:
             self._max_ts_and_offset = known = (largest_timestamp,
                                                shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            if self._index_check_pending:
-                self._check_indexes_once()
-            # (the loaded indexes directly: _LazyIndex.get() only when not loaded yet)
-            index = self._offset_index._index
-            (index if index is not None else self._offset_index.get()).append(
-                largest_offset, position)
-            index = self._time_index._index
-            (index if index is not None else self._time_index.get()).maybe_append(
-                known[0], known[1])
+            offset_index, time_index = self._active_indexes()
+            offset_index.append(largest_offset, position)
+            time_index.maybe_append(known[0], known[1])
             self._bytes_since_last_index_entry = size
         else:
             self._bytes_since_last_index_entry += size
@@ -588,8 +596,13 @@ class LogSegment:
                 break
 
     def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
-        self._load_first_batch_timestamp()
+        """Kafka's ``LogSegment.timeWaitedForRoll``: ``message_timestamp`` minus the first
+        batch's max timestamp, or ``now`` minus the segment's creation time when that batch
+        has none."""
         ts = self._rolling_based_timestamp
+        if ts is None:   # (loaded once: every append's roll check asks)
+            self._load_first_batch_timestamp()
+            ts = self._rolling_based_timestamp
         if ts is not None and ts >= 0:
             return message_timestamp - ts
         return now - self.created
@@ -609,34 +622,18 @@ class LogSegment:
         offset index or its time index is full; ``max_offset`` is not an int32 offset
         relative to the base. (Kafka passes these in a ``RollParams``; the append path
         has them at hand.)"""
-        # (this runs on every append: fields are read in place, the methods it stands for
-        # named beside them)
+        # (Kafka's LogSegment.shouldRoll, its conditions in its order; each rule has one
+        # home, called here: time_waited_for_roll, the indexes' is_full,
+        # can_convert_to_relative_offset)
         size = self.log._size
         if size > max_segment_bytes - messages_size:
             return True
-        if size > 0:
-            ts = self._rolling_based_timestamp
-            if ts is None:
-                self._load_first_batch_timestamp()
-                ts = self._rolling_based_timestamp
-            # time_waited_for_roll
-            waited = max_timestamp - ts if ts is not None and ts >= 0 else now - self.created
-            if waited > max_segment_ms - self.roll_jitter_ms:
-                return True
-        if self._index_check_pending:
-            self._check_indexes_once()
-        # offset_index.is_full(), then time_index.is_full() (its last slot kept for the
-        # roll), each index loaded only when reached, as through the properties
-        index = self._offset_index._index
-        if index is None:
-            index = self._offset_index.get()
-        if index._entries >= index._max_entries:
+        if size > 0 and (self.time_waited_for_roll(now, max_timestamp)
+                         > max_segment_ms - self.roll_jitter_ms):
             return True
-        index = self._time_index._index
-        if index is None:
-            index = self._time_index.get()
-        return (index._entries >= index._max_entries - 1
-                or not 0 <= max_offset - self.base_offset <= _INT_MAX)
+        offset_index, time_index = self._active_indexes()
+        return (offset_index.is_full() or time_index.is_full()
+                or not self.can_convert_to_relative_offset(max_offset))
 
     # -- recovery and truncation -------------------------------------------
 
@@ -665,17 +662,15 @@ class LogSegment:
         if producer_state is not None:
             self.txn_index.reset()
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
-        base = self.base_offset
-        last_time = time_index.last_entry
         # the rebuild's running state (index_search.REBUILD_STATE_SLOTS): bytes so far,
         # bytes at the last index entry, the largest timestamp and its offset, then each
         # index's count, limit and last entry (is_full: max_entries for the offset index,
-        # max_entries - 1 for the time index, whose last slot is kept)
-        state = np.array([0, 0, NO_TIMESTAMP, base,
-                          offset_index.entries, offset_index.max_entries,
-                          offset_index.last_offset,
-                          time_index.entries, time_index.max_entries - 1,
-                          last_time.timestamp, last_time.offset], dtype=np.int64)
+        # max_entries - 1 for the time index, whose last slot is kept); the counts and
+        # last entries from the indexes themselves (_load_index_slots)
+        state = np.array([0, 0, NO_TIMESTAMP, self.base_offset,
+                          0, offset_index.max_entries, 0,
+                          0, time_index.max_entries - 1, 0, 0], dtype=np.int64)
+        self._load_index_slots(state, offset_index, time_index)
         try:
             for _buf, chunk_pos, scan in self.log.scan_chunks(0):
                 self._index_chunk(scan, chunk_pos, state, offset_index, time_index)
@@ -750,7 +745,14 @@ class LogSegment:
             if not time_index.is_full():
                 time_index.maybe_append(int(state[_S_MAX_TS]), int(state[_S_MAX_OFF]))
             state[_S_LAST_ENTRY] = valid
+            # the kernel's next run starts from what these appends left (without an
+            # entry the indexes hold what the last commit_appended gave them: no copy)
+            self._load_index_slots(state, offset_index, time_index)
         state[_S_VALID] = valid + size
+
+    @staticmethod
+    def _load_index_slots(state, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+        """The rebuild ``state``'s count and last entry of each index, from the index."""
         last_time = time_index.last_entry
         state[_S_O_ENTRIES], state[_S_O_LAST] = offset_index.entries, offset_index.last_offset
         state[_S_T_ENTRIES] = time_index.entries

@@ -122,6 +122,31 @@ class LogAppendPerCall(_LogBenchmark):
                        base_sequence=i)
 
 
+class LogRollCheck(_LogBenchmark):
+    """10,000 ``LogSegment.needs_roll`` calls on an active segment that need no roll: the
+    check every append makes (Kafka's ``shouldRoll``; issue 36 gave each of its rules one
+    home, called from it)."""
+
+    def setup(self):
+        from kafkastore.log import Log
+
+        keys, values = make_workload(1_000)
+        self.log = Log.open(self._dir(), log_config())
+        for i, recs in enumerate(chunks(keys, values, 100)):
+            self.log.append(recs, timestamp=BASE_TIMESTAMP + i)
+        self.segment = self.log.segments[-1]
+        self.size = sum(len(k) + len(v) for k, v in zip(keys[:100], values[:100]))
+
+    def teardown(self):
+        self.log.close()
+        super().teardown()
+
+    def time_needs_roll(self):
+        needs_roll, size, ts = self.segment.needs_roll, self.size, BASE_TIMESTAMP + 10
+        for i in range(10_000):
+            needs_roll(size, ts, 1_000 + i, ts, 1 << 30, 7 * 24 * 3600 * 1000)
+
+
 class LogAppendWithFsync(_LogBenchmark):
     """:class:`LogAppend` from opening a fresh log to closing it, the final fsync included."""
 

@@ -204,3 +204,25 @@ class ScanBatches(_RecordsBenchmark):
     def time_scan(self, impl, codec, n):
         self.scan(self.blob)
 
+
+
+class ColumnsItem:
+    """``RecordColumns.key(i)`` and ``value(i)`` of 10,000 records, in the copy and the
+    view layout: the one ``_item`` both layouts share (issue 36 folded ``_view_item``
+    into it)."""
+
+    params = (["copy", "view"],)
+    param_names = ["layout"]
+
+    def setup(self, layout):
+        from kafkastore.records import decode_columns
+
+        keys, values = make_workload(10_000)
+        self.cols = decode_columns(encode_blob(keys, values, "none"), copy=layout == "copy")
+
+    def time_key_and_value(self, layout):
+        cols = self.cols
+        key, value = cols.key, cols.value
+        for i in range(len(cols)):
+            key(i)
+            value(i)
