@@ -268,35 +268,43 @@ def _recover_log(log: Log, clean: bool, recovery_point: int,
     offset is emptied (``deleteSegmentsIfLogStartGreaterThanLogEnd``); an empty log gets
     its active segment at the log start offset. Returns ``(next offset, recovery
     point)``: the log end, and the checkpoint's recovery point capped by it (the end
-    after a clean shutdown)."""
+    after a clean shutdown that kept its segments)."""
     if not clean:
         _recover_from(log, recovery_point, log_start_offset)
     elif log.local_log.segments:
         _recover_active_segment_if_not_clean(log, log_start_offset)
-    _delete_segments_if_log_start_greater_than_log_end(log, log_start_offset)
+    kept_end = _delete_segments_if_log_start_greater_than_log_end(log, log_start_offset)
     if not log.local_log.segments:
         log.local_log.set_segments([log.local_log.new_segment(log_start_offset)])
-    next_offset = log.local_log.segments[-1].read_next_offset()
-    return next_offset, next_offset if clean else min(recovery_point, next_offset)
+    if clean and kept_end is not None:
+        return kept_end, kept_end
+    # Kafka's recoverLog: the checkpoint capped by the end, also after a clean shutdown
+    # whose segments were all deleted (the recovery point is only advanced by a flush)
+    next_offset = log.local_log.segments[-1].read_next_offset() if kept_end is None \
+        else kept_end
+    return next_offset, min(recovery_point, next_offset)
 
 
 def _delete_segments_if_log_start_greater_than_log_end(log: Log,
-                                                        log_start_offset: int) -> None:
+                                                        log_start_offset: int) -> int | None:
     """Kafka's step of the same name: a log whose end is below the checkpointed start
     (its segment files deleted by hand) loses every segment, its epochs and its
-    producer state."""
+    producer state. Returns the log end offset when the segments stay (Kafka's
+    ``Optional`` of it: the caller walks the active segment's tail once), else None."""
     if not log.local_log.segments:
-        return
+        return None
     next_offset = log.local_log.segments[-1].read_next_offset()
-    if next_offset < log_start_offset:
-        logger.warning("Log end offset %d is below the log start offset %d: deleting all "
-                       "segments", next_offset, log_start_offset)
-        for seg in log.local_log.segments:
-            seg.close_handlers()
-            seg.delete_if_exists()
-        log.local_log.set_segments([])
-        log._epochs.clear_and_flush()
-        log._producers.truncate_fully_and_start_at(log_start_offset)
+    if next_offset >= log_start_offset:
+        return next_offset
+    logger.warning("Log end offset %d is below the log start offset %d: deleting all "
+                   "segments", next_offset, log_start_offset)
+    for seg in log.local_log.segments:
+        seg.close_handlers()
+        seg.delete_if_exists()
+    log.local_log.set_segments([])
+    log._epochs.clear_and_flush()
+    log._producers.truncate_fully_and_start_at(log_start_offset)
+    return None
 
 
 def recover_segment(log: Log, seg: LogSegment, log_start_offset: int = 0) -> int:

@@ -196,11 +196,16 @@ def test_recovery_point_above_the_log_end_is_capped(tmp_path, clean):
 @pytest.mark.parametrize("clean", [True, False])
 def test_log_start_checkpoint_above_the_log_end_empties_the_log(tmp_path, clean):
     """``LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd``: a log whose end is below
-    the checkpointed start loses its segments and starts empty at that start."""
+    the checkpointed start loses its segments and starts empty at that start; its
+    recovery point is ``min(checkpoint, end)`` (``recoverLog``, whose clean-shutdown
+    branch needs the end that step returns only when the segments stay)."""
     _write_segment(tmp_path, 0, _batch(0, 4))
-    log = _open(tmp_path, had_clean_shutdown=clean, recovery_point=0, log_start_offset=9)
+    log = _open(tmp_path, had_clean_shutdown=clean, recovery_point=3, log_start_offset=9)
     try:
         assert (log.log_start_offset, log.log_end_offset) == (9, 9)
+        # recoverLog: min(checkpoint, end) when the segments went, clean or not (the
+        # recovery point moves only with a flush)
+        assert log.recovery_point == 3
         assert [s.base_offset for s in log.local_log.segments] == [9]
         assert not os.path.exists(tmp_path / _name(0, ".log"))
         _check_append_goes_on(log)
