@@ -4,9 +4,11 @@ A clean open (``had_clean_shutdown=True``) trusts the files as Kafka's ``LogLoad
 no segment is recovered, the log end is the active segment's ``readNextOffset``. Files
 that no clean shutdown can leave (batches below the base offset in the segment's name)
 made kafkastore open with its end below its start (found by the ``segment`` fuzz target,
-tests/data/fuzz/segment/corpus-clean-leo-below-lso). Each test writes the directory by
-hand (``encode_batch`` into named files), opens it clean and checks the offsets against
-what the files hold, computed here from the records the test wrote.
+tests/data/fuzz/segment/corpus-clean-leo-below-lso). Such an active segment is now
+recovered as after a crash (kafkastore/log_loader.py, ``_recover_active_segment_if_not_
+clean``): an entry below the base is refused with the unclean open's error, a partial
+tail is cut. Each test writes the directory by hand (``encode_batch`` into named
+files), opens it and checks the offsets against the records the test wrote.
 
 The neighbours of the same class are pinned too: a torn last batch, an offset index
 entry past the file, a recovery point and a log start offset above the log end.
@@ -116,7 +118,7 @@ def test_clean_open_with_a_start_checkpoint_is_refused_too(tmp_path, start):
     _refused_as_after_a_crash(tmp_path, 5, 2, log_start_offset=start)
 
 
-def test_fuzz_finding_opens_with_its_end_at_or_above_its_start(tmp_path):
+def test_fuzz_finding_opens_with_its_end_at_or_above_its_start():
     """The saved input itself (its low batch's CRC is bad, so the recovery cuts the
     segment rather than raise): the fuzz target's ``start <= end`` now holds for clean
     opens too (tests/_fuzz_targets.py, ``segment``)."""
