@@ -268,33 +268,43 @@ def _recover_log(log: Log, clean: bool, recovery_point: int,
     offset is emptied (``deleteSegmentsIfLogStartGreaterThanLogEnd``); an empty log gets
     its active segment at the log start offset. Returns ``(next offset, recovery
     point)``: the log end, and the checkpoint's recovery point capped by it (the end
-    after a clean shutdown)."""
+    after a clean shutdown that kept its segments)."""
     if not clean:
         _recover_from(log, recovery_point, log_start_offset)
-    _delete_segments_if_log_start_greater_than_log_end(log, log_start_offset)
+    elif log.local_log.segments:
+        _recover_active_segment_if_not_clean(log, log_start_offset)
+    kept_end = _delete_segments_if_log_start_greater_than_log_end(log, log_start_offset)
     if not log.local_log.segments:
         log.local_log.set_segments([log.local_log.new_segment(log_start_offset)])
-    next_offset = log.local_log.segments[-1].read_next_offset()
-    return next_offset, next_offset if clean else min(recovery_point, next_offset)
+    if clean and kept_end is not None:
+        return kept_end, kept_end
+    # Kafka's recoverLog: the checkpoint capped by the end, also after a clean shutdown
+    # whose segments were all deleted (the recovery point is only advanced by a flush)
+    next_offset = log.local_log.segments[-1].read_next_offset() if kept_end is None \
+        else kept_end
+    return next_offset, min(recovery_point, next_offset)
 
 
 def _delete_segments_if_log_start_greater_than_log_end(log: Log,
-                                                        log_start_offset: int) -> None:
+                                                        log_start_offset: int) -> int | None:
     """Kafka's step of the same name: a log whose end is below the checkpointed start
     (its segment files deleted by hand) loses every segment, its epochs and its
-    producer state."""
+    producer state. Returns the log end offset when the segments stay (Kafka's
+    ``Optional`` of it: the caller walks the active segment's tail once), else None."""
     if not log.local_log.segments:
-        return
+        return None
     next_offset = log.local_log.segments[-1].read_next_offset()
-    if next_offset < log_start_offset:
-        logger.warning("Log end offset %d is below the log start offset %d: deleting all "
-                       "segments", next_offset, log_start_offset)
-        for seg in log.local_log.segments:
-            seg.close_handlers()
-            seg.delete_if_exists()
-        log.local_log.set_segments([])
-        log._epochs.clear_and_flush()
-        log._producers.truncate_fully_and_start_at(log_start_offset)
+    if next_offset >= log_start_offset:
+        return next_offset
+    logger.warning("Log end offset %d is below the log start offset %d: deleting all "
+                   "segments", next_offset, log_start_offset)
+    for seg in log.local_log.segments:
+        seg.close_handlers()
+        seg.delete_if_exists()
+    log.local_log.set_segments([])
+    log._epochs.clear_and_flush()
+    log._producers.truncate_fully_and_start_at(log_start_offset)
+    return None
 
 
 def recover_segment(log: Log, seg: LogSegment, log_start_offset: int = 0) -> int:
@@ -381,13 +391,7 @@ def _recover_from(log: Log, recovery_point: int, log_start_offset: int = 0) -> N
     start = max(0, bisect.bisect_right(log.local_log.bases, recovery_point) - 1)
     for i in range(start, len(segments)):
         seg = segments[i]
-        try:
-            truncated = recover_segment(log, seg, log_start_offset)
-        except (InvalidOffsetError, OSError) as exc:
-            logger.warning("Found invalid offset during recovery of %s (%s); emptying it",
-                           seg.log.path, exc)
-            truncated = seg.truncate_to(seg.base_offset)
-        _assign_epochs_of(log, seg)   # as LogSegment.recover does
+        truncated = _recover_unflushed_segment(log, seg, log_start_offset)
         if truncated > 0:
             logger.warning("Found invalid messages in log segment %s: %d bytes truncated",
                            seg.log.path, truncated)
@@ -396,6 +400,65 @@ def _recover_from(log: Log, recovery_point: int, log_start_offset: int = 0) -> N
                 later.delete_if_exists()
             log.local_log.set_segments(segments[:i + 1])
             return
+
+
+def _recover_unflushed_segment(log: Log, seg: LogSegment, log_start_offset: int) -> int:
+    """One step of Kafka's ``recoverLog`` loop: the segment recovered, or emptied when
+    its recovery meets an invalid offset; its epochs assigned. Returns the bytes cut."""
+    try:
+        truncated = recover_segment(log, seg, log_start_offset)
+    except (InvalidOffsetError, OSError) as exc:
+        logger.warning("Found invalid offset during recovery of %s (%s); emptying it",
+                       seg.log.path, exc)
+        truncated = seg.truncate_to(seg.base_offset)
+    _assign_epochs_of(log, seg)   # as LogSegment.recover does
+    return truncated
+
+
+def _recover_active_segment_if_not_clean(log: Log, log_start_offset: int) -> None:
+    """A clean open trusts the files, as Kafka's ``recoverLog`` does (no segment is
+    recovered), but not an active segment no clean shutdown can leave: its tail (the
+    entries from its offset index's last entry on, the ones its ``read_next_offset``
+    walks) holds an entry below the segment's base offset, or ends in a partial entry
+    (:func:`_unclean_tail`). Such a segment is recovered as after a crash, as Kafka's
+    ``loadSegmentFiles`` recovers a segment whose index it cannot trust: a partial
+    tail is cut; an entry below the base raises
+    :class:`~kafkastore.segment.LogSegmentOffsetOverflowError` (path, offset, position)
+    from the recovery, as Kafka's ``LogSegment.recover`` does (``ensureOffsetInRange``),
+    and the log is not opened: the same as an unclean open of those files.
+
+    Kafka itself would trust it: its ``LogSegment.readNextOffset`` then gives an end
+    below the segment's base (batches 10 then 2 in a segment at 5 end at 3), below the
+    log start offset (``max(checkpoint, first base)`` in ``LogLoader.load``), or the
+    next append lands after the partial bytes, where no reader gets past them. An end
+    below the start, or offsets going backwards, is what kafkastore never presents, and
+    an acknowledged append must stay readable: so the safe way here, not Kafka's."""
+    seg = log.local_log.segments[-1]
+    problem = _unclean_tail(seg)
+    if problem is None:
+        return
+    logger.warning("Log segment %s after a clean shutdown %s: recovering it",
+                   seg.log.path, problem)
+    if _recover_unflushed_segment(log, seg, log_start_offset) > 0:
+        logger.warning("Found invalid messages in log segment %s: cut to %d bytes",
+                       seg.log.path, seg.size)
+
+
+def _unclean_tail(seg: LogSegment) -> str | None:
+    """What no clean shutdown leaves in the entries :meth:`LogSegment.read_next_offset`
+    walks (from the offset index's last entry to the end), or None: an entry below the
+    segment's base offset, or bytes after the last whole entry. (Entries out of order
+    inside the segment's range are left to the reads, as Kafka's recovery leaves them.)"""
+    index = seg.offset_index
+    position = index.lookup(index.last_offset)[1]
+    for header in seg.log.walk(position):
+        if header.base_offset < seg.base_offset:
+            return (f"holds an entry at offset {header.base_offset} (position "
+                    f"{header.position}) below its base offset {seg.base_offset}")
+        position = header.position + header.size
+    if position != seg.size:
+        return f"ends in a partial entry at position {position} of {seg.size} bytes"
+    return None
 
 
 def _assign_epochs_of(log: Log, seg: LogSegment) -> None:

@@ -439,3 +439,33 @@ class LogRecoverySmallBatches(LogRecovery):
         batches = ready_batches(keys, values, 1)
         for i in range(0, len(batches), 1000):
             log.append_batches(b"".join(batches[i:i + 1000]))
+
+
+class LogCleanOpen(_LogBenchmark):
+    """``Log.open`` + ``close`` of a cleanly closed log (one active segment of 100,000
+    records) vs an ``os.scandir`` of its directory: the clean open's cost beside the
+    listing it cannot avoid (the loader's check of the active segment's tail, the walk
+    of ``read_next_offset`` and the producer state at the end)."""
+
+    params = (["kafkastore", "scandir"],)
+    param_names = ["impl"]
+
+    def setup(self, impl):
+        from kafkastore.log import Log
+
+        keys, values = make_workload(N_RECORDS)
+        self.directory = self._dir()
+        log = Log.open(self.directory, log_config())
+        for i, recs in enumerate(chunks(keys, values, 100)):
+            log.append(recs, timestamp=BASE_TIMESTAMP + i)
+        log.close()
+
+    def time_open(self, impl):
+        if impl == "kafkastore":
+            from kafkastore.log import Log
+
+            Log.open(self.directory, log_config()).close()
+        else:
+            with os.scandir(self.directory) as listing:
+                for _entry in listing:
+                    pass
