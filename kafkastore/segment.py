@@ -74,8 +74,11 @@ READ_PLAN = (FileRecords, _FileSystem, LogSlice, _WINDOW, _PREFETCH_MAX, os.prea
 
 
 class LogSegmentOffsetOverflowError(KafkaStoreError):
-    """An offset does not fit the segment's 31-bit relative range (Kafka's
-    ``LogSegmentOffsetOverflowException``); the loader splits such segments."""
+    """An offset does not fit the segment's 31-bit relative range, or lies below its base
+    offset (Kafka's ``LogSegmentOffsetOverflowException``). Kafka's loader splits a
+    segment whose offsets overflow (``splitOverflowedSegment``); kafkastore's does not:
+    the error reaches the caller of the open, naming the segment and the offset, and
+    nothing in the directory is changed."""
 
 
 class TimestampAndOffset(NamedTuple):
@@ -538,7 +541,9 @@ class LogSegment:
         if next_offset == self.base_offset and start > 0:
             # the last index entry points at no complete entry (the file was cut inside
             # the batch it indexes): the entries before it still count, so walk from the
-            # start rather than calling the segment empty (Kafka's readNextOffset does)
+            # start rather than calling the segment empty. Kafka's readNextOffset answers
+            # baseOffset here; the walk keeps the offsets of the whole entries, which a
+            # later append must not reuse
             for header in self.log.walk(0):
                 next_offset = header.last_offset + 1
         return next_offset
