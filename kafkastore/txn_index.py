@@ -333,8 +333,12 @@ class TransactionIndex:
     # -- writing --------------------------------------------------------------------
 
     def append(self, txn: AbortedTxn) -> None:
-        """Append one entry; its last offset must exceed the previous entry's."""
-        size = self._size_and_last()
+        """Append one entry; its last offset must exceed the previous entry's. The file
+        is read once, for its last offset, on the first append; later appends only
+        ``fstat`` it for where the whole entries end (reading it each time made every
+        abort cost as much as the index was long)."""
+        if not self._last_known:
+            self._load_last_offset()
         if self._last_offset is not None and txn.last_offset <= self._last_offset:
             raise ValueError(
                 f"The last offset of appended transactions must increase sequentially, but "
@@ -343,6 +347,8 @@ class TransactionIndex:
         fs = _fileio.fs
         fd = fs.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0))
         try:
+            size = fs.fstat_size(fd)
+            size -= size % ABORTED_TXN_SIZE
             # at the end of the whole entries: a torn tail is overwritten, never kept
             # between two entries
             _fileio.pwrite_fully(fd, txn.to_bytes(), size)
@@ -357,15 +363,13 @@ class TransactionIndex:
         self._changed(None if before is None or txn.version != _CURRENT_VERSION
                       else before.entries + (txn,))
 
-    def _size_and_last(self) -> int:
-        """The byte length of the whole entries; loads the last offset once."""
+    def _load_last_offset(self) -> None:
+        """The last whole entry's last offset (None without one), from the file."""
         data = self._read()
         whole = len(data) - len(data) % ABORTED_TXN_SIZE
-        if not self._last_known:
-            entries = parse_aborted_txns(data[:whole], self.path) if whole else []
-            self._last_offset = entries[-1].last_offset if entries else None
-            self._last_known = True
-        return whole
+        entries = parse_aborted_txns(data[:whole], self.path) if whole else []
+        self._last_offset = entries[-1].last_offset if entries else None
+        self._last_known = True
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries from the first one whose last offset is ``>= offset``."""
