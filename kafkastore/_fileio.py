@@ -174,6 +174,11 @@ class FileSystem:
     def fstat_size(self, fd: int) -> int:
         return os.fstat(fd).st_size
 
+    def stat_size(self, path: str) -> int:
+        """The size of the file at ``path`` without opening it (``FileNotFoundError``
+        when there is none)."""
+        return os.stat(path).st_size
+
     def mmap(self, fd: int, length: int, access: int) -> Mapping:
         """Map the first ``length`` bytes of ``fd`` (``mmap.ACCESS_READ`` or
         ``ACCESS_WRITE``) shared; ``fd`` may be closed afterwards. See :class:`Mapping`."""

@@ -265,7 +265,7 @@ class TransactionIndex:
 
     def _changed(self, entries) -> None:
         """After a change of the file: its entries now (None: not known, read them
-        again when needed), and the generation moves."""
+        again when needed), and the count of :attr:`changes` moves."""
         with _LOADED_LOCK:
             self._loaded = None if entries is None else (
                 _Entries(entries) if entries else _NO_ENTRIES)
@@ -287,7 +287,7 @@ class TransactionIndex:
                         known = bool(loaded.entries)
                     else:
                         try:
-                            known = os.stat(self.path).st_size >= ABORTED_TXN_SIZE
+                            known = _fileio.fs.stat_size(self.path) >= ABORTED_TXN_SIZE
                         except FileNotFoundError:
                             known = False
                     self._has_entries = known
